@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * In-memory free-space allocator for container blocks. The free map in LMDB
+ * is the durable truth; this is the fast view the write path allocates from:
+ * a bitmap of blocks that may be handed out *now*, a byte-granular packing
+ * head, and a quarantine of blocks freed since the last durable commit.
+ *
+ * Packing: chunks are placed back to back from the head, so chunks written
+ * together (or close in time) share 4 KiB blocks and only a run's end is
+ * padded. The head reserves a run of whole free blocks; what it leaves
+ * behind unused is returned when it moves to the next run.
+ *
+ * Deferred reuse: a block freed by an operation is quarantined and becomes
+ * allocatable only after the group commit that freed it is durable, and
+ * only if no in-flight placement or the head's reserved run overlaps it.
+ *
+ * Locking: every function must be called with csdfs_vol.lock held.
+ */
+#ifndef CSDFS_ALLOC_H
+#define CSDFS_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CSDFS_ALLOC_INFLIGHT_MAX 256
+#define CSDFS_ALLOC_RUN_BLOCKS   1024u  /* head reserves up to 4 MiB */
+
+struct csdfs_range {
+	uint64_t start;
+	uint64_t count;
+};
+
+struct csdfs_alloc {
+	uint64_t first;          /* first data block */
+	uint64_t total;          /* blocks in the container */
+	uint64_t *bits;          /* 1 = allocatable now */
+	uint64_t navail;         /* set bits */
+	uint64_t hint;           /* next-fit search start */
+	uint64_t head;           /* byte offset of the next placement */
+	uint64_t head_end;       /* byte end of the reserved run */
+	struct csdfs_range *quar;
+	size_t nquar, capquar;
+	struct csdfs_range inflight[CSDFS_ALLOC_INFLIGHT_MAX]; /* bytes; count 0 = unused */
+};
+
+/* @return 0 or -ENOMEM. All blocks start unavailable. */
+int csdfs_alloc_init(struct csdfs_alloc *a, uint64_t first, uint64_t total);
+void csdfs_alloc_release(struct csdfs_alloc *a);
+
+/* Make [start, start + count) allocatable (mount: from the free map). */
+void csdfs_alloc_mark_free(struct csdfs_alloc *a, uint64_t start,
+			   uint64_t count);
+
+/*
+ * csdfs_alloc_place - reserve @len bytes (1..CSDFS_CHUNK_MAX + slack) right
+ * after the previous placement, moving the head to a new run of free blocks
+ * when the current one is too short.
+ * @return 0 with *@pa set, or -ENOSPC when no run of ceil(len/4K) free
+ * blocks is available.
+ */
+int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, uint64_t *pa);
+
+/* Register bytes [start, end) written by an unfinished operation.
+ * @return a slot for csdfs_alloc_inflight_del, or -EAGAIN if all are used. */
+int csdfs_alloc_inflight_add(struct csdfs_alloc *a, uint64_t start,
+			     uint64_t end);
+void csdfs_alloc_inflight_del(struct csdfs_alloc *a, int slot);
+
+/* Quarantine blocks freed by a committed operation. @return 0, -ENOMEM. */
+int csdfs_alloc_quarantine(struct csdfs_alloc *a, uint64_t start,
+			   uint64_t count);
+
+/*
+ * csdfs_alloc_take_quarantine - hand the quarantine list to the caller
+ * (after a durable commit); the caller frees *@out with free(). The caller
+ * then passes the parts still free in the durable map to
+ * csdfs_alloc_reuse.
+ */
+size_t csdfs_alloc_take_quarantine(struct csdfs_alloc *a,
+				   struct csdfs_range **out);
+
+/*
+ * csdfs_alloc_reuse - make durably free blocks allocatable again, except
+ * those the head's run or an in-flight placement overlaps: those go back to
+ * the quarantine for the next commit. @return 0, -ENOMEM.
+ */
+int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count);
+
+#endif

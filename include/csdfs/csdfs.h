@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libcsdfs public API: everything the FUSE glue, the tools and the tests
+ * need, with no FUSE type in sight. Every function returns 0 (or a byte
+ * count) on success and -errno on failure; on-disk corruption is -EUCLEAN.
+ *
+ * Threads: every csdfs_fs_* function may be called from any thread,
+ * concurrently. Lock order inside the library (written once, here):
+ *   inode io_lock  ->  chunk stripe locks  ->  csdfs_vol.lock
+ * csdfs_vol.lock guards the LMDB group transaction, the allocator, the
+ * volume counters and the commit state; it is never held across container
+ * data I/O except during a group commit's fdatasync.
+ */
+#ifndef CSDFS_CSDFS_H
+#define CSDFS_CSDFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include "csdfs/codec.h"
+#include "csdfs/format.h"
+
+struct csdfs_vol;
+
+/* Volume creation parameters (csdfs-mkfs). */
+struct csdfs_mkfs_opts {
+	uint64_t size;             /* container bytes */
+	uint64_t logical_size;     /* logical capacity; 0 = size * multiplier */
+	double multiplier;         /* used when logical_size == 0 */
+	struct csdfs_codec_spec codec;
+	uint32_t chunk_size;
+	bool force;
+};
+
+/*
+ * csdfs_vol_create - create a volume directory at @path.
+ * @err: receives a one-line reason on failure (no newline).
+ * @return 0, -EEXIST (a volume is there and !force, or a non-volume,
+ * non-empty directory), -EINVAL (bad option), -ENOSPC (host too small),
+ * -errno.
+ */
+int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *opts,
+		     char *err, size_t errlen);
+
+struct csdfs_mount_opts {
+	unsigned commit_ms;        /* group-commit interval; 0 = default */
+	bool read_only;            /* fsck: no writes, no commit thread */
+	bool no_commit_thread;     /* offline tools */
+};
+
+/*
+ * csdfs_vol_open - open a volume for exclusive use (flock), verify its
+ * superblock and LMDB environment, rebuild the allocator, reclaim orphans
+ * left by a crash, start the commit thread.
+ * @err: receives a one-line reason naming the problem on failure.
+ * @return 0, -ENOENT (missing), -EBUSY (in use/mounted), -EUCLEAN (foreign,
+ * corrupt, truncated), -EPROTONOSUPPORT (newer format / unknown incompat
+ * feature), -errno.
+ */
+int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
+		   struct csdfs_vol **out, char *err, size_t errlen);
+
+/* Start the background commit thread of a volume opened with
+ * no_commit_thread (the daemon does this after it has forked). */
+int csdfs_vol_start(struct csdfs_vol *vol);
+
+/* Commit everything, stop threads, release the volume. Returns the first
+ * error of the final commit, if any. */
+int csdfs_vol_close(struct csdfs_vol *vol);
+
+/* Credentials of the calling process, for owners of new inodes. */
+struct csdfs_cred {
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Attribute-set mask for csdfs_fs_setattr (mirrors, but is not, FUSE's). */
+#define CSDFS_SET_MODE      0x01u
+#define CSDFS_SET_UID       0x02u
+#define CSDFS_SET_GID       0x04u
+#define CSDFS_SET_SIZE      0x08u
+#define CSDFS_SET_ATIME     0x10u
+#define CSDFS_SET_MTIME     0x20u
+#define CSDFS_SET_ATIME_NOW 0x40u
+#define CSDFS_SET_MTIME_NOW 0x80u
+#define CSDFS_SET_CTIME     0x100u
+
+/* Rename flags (same values as the kernel's RENAME_*). */
+#define CSDFS_RENAME_NOREPLACE 0x1u
+#define CSDFS_RENAME_EXCHANGE  0x2u
+
+/* Namespace and attributes. @st receives the resulting attributes. */
+int csdfs_fs_getattr(struct csdfs_vol *vol, uint64_t ino, struct stat *st);
+int csdfs_fs_lookup(struct csdfs_vol *vol, uint64_t parent, const char *name,
+		    struct stat *st);
+int csdfs_fs_setattr(struct csdfs_vol *vol, uint64_t ino,
+		     const struct stat *in, unsigned mask, struct stat *st);
+/* Creates a regular file, directory, fifo, socket or device (by @mode). */
+int csdfs_fs_mknod(struct csdfs_vol *vol, const struct csdfs_cred *cred,
+		   uint64_t parent, const char *name, mode_t mode, dev_t rdev,
+		   struct stat *st);
+int csdfs_fs_symlink(struct csdfs_vol *vol, const struct csdfs_cred *cred,
+		     uint64_t parent, const char *name, const char *target,
+		     struct stat *st);
+/* @return target length copied into @buf (not NUL-terminated). */
+int csdfs_fs_readlink(struct csdfs_vol *vol, uint64_t ino, char *buf,
+		      size_t len);
+int csdfs_fs_link(struct csdfs_vol *vol, uint64_t ino, uint64_t parent,
+		  const char *name, struct stat *st);
+int csdfs_fs_unlink(struct csdfs_vol *vol, uint64_t parent, const char *name);
+int csdfs_fs_rmdir(struct csdfs_vol *vol, uint64_t parent, const char *name);
+int csdfs_fs_rename(struct csdfs_vol *vol, uint64_t parent, const char *name,
+		    uint64_t newparent, const char *newname, unsigned flags);
+
+/* Kernel reference counting: lookup/create replies add one; forget drops
+ * @n. An unlinked inode is destroyed when its count reaches zero. */
+void csdfs_fs_ref(struct csdfs_vol *vol, uint64_t ino);
+void csdfs_fs_forget(struct csdfs_vol *vol, uint64_t ino, uint64_t n);
+
+/* Directory listing: a snapshot taken at the first read (offset 0). */
+struct csdfs_dirent {
+	uint64_t ino;
+	mode_t type;
+	char *name;
+};
+struct csdfs_dirsnap {
+	struct csdfs_dirent *ents;
+	size_t n;
+};
+int csdfs_fs_readdir_snapshot(struct csdfs_vol *vol, uint64_t ino,
+			      struct csdfs_dirsnap *snap);
+void csdfs_dirsnap_free(struct csdfs_dirsnap *snap);
+
+/* Data. */
+ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
+		      size_t size, uint64_t off);
+/* @sync: the write must be durable on return (O_SYNC / O_DSYNC). */
+ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
+		       size_t size, uint64_t off, bool sync);
+int csdfs_fs_fsync(struct csdfs_vol *vol, uint64_t ino);
+int csdfs_fs_fallocate(struct csdfs_vol *vol, uint64_t ino, int mode,
+		       uint64_t off, uint64_t len);
+/* @whence: SEEK_DATA or SEEK_HOLE. @return 0 with *@res, -ENXIO. */
+int csdfs_fs_lseek(struct csdfs_vol *vol, uint64_t ino, uint64_t off,
+		   int whence, uint64_t *res);
+int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv);
+
+/* Extended attributes. get/list return the value length (or the needed
+ * length when @size is 0), -ERANGE if @size is too small. */
+int csdfs_fs_setxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
+		      const void *value, size_t size, int flags);
+int csdfs_fs_getxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
+		      void *value, size_t size);
+int csdfs_fs_listxattr(struct csdfs_vol *vol, uint64_t ino, char *list,
+		       size_t size);
+int csdfs_fs_removexattr(struct csdfs_vol *vol, uint64_t ino,
+			 const char *name);
+
+/* Volume-level: commit everything now and wait until it is durable. */
+int csdfs_vol_sync(struct csdfs_vol *vol);
+
+/* fsck: check every invariant of the volume at @path (not mounted).
+ * @repair: fix what is safe. Reports each problem through csdfs_log.
+ * @return fsck(8) exit code bits: 0 clean, 1 corrected, 4 uncorrected,
+ * 8 operational error. */
+struct csdfs_fsck_opts {
+	bool repair;
+	bool verify_data;
+	bool verbose;
+};
+int csdfs_fsck(const char *path, const struct csdfs_fsck_opts *opts);
+
+/* Parse "123", "4K", "16M", "8G", "1T" (binary). @return 0 or -EINVAL. */
+int csdfs_parse_size(const char *text, uint64_t *out);
+
+#endif

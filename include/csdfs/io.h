@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The I/O seam: every container pread/pwrite/sync/fallocate goes through one
+ * ops table, so tests can inject faults (fail the Nth call with an errno) or
+ * drop unsynced writes without touching the code that issues them.
+ */
+#ifndef CSDFS_IO_H
+#define CSDFS_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct csdfs_io;
+
+struct csdfs_io_ops {
+	/* Each returns 0 (all bytes transferred) or -errno; short I/O past
+	 * the end of the container is -EIO. Thread-safe. */
+	int (*pread)(struct csdfs_io *io, void *buf, size_t len, uint64_t off);
+	int (*pwrite)(struct csdfs_io *io, const void *buf, size_t len,
+		      uint64_t off);
+	int (*sync)(struct csdfs_io *io);
+	/* Give [off, off + len) back to the host (punch a hole). */
+	int (*punch)(struct csdfs_io *io, uint64_t off, uint64_t len);
+	void (*close)(struct csdfs_io *io);
+};
+
+struct csdfs_io {
+	const struct csdfs_io_ops *ops;
+	int fd;
+	uint64_t size;            /* container size in bytes */
+	void *priv;               /* backend state (fault injection) */
+};
+
+/*
+ * csdfs_io_open_posix - open the container file at @path read-write and
+ * take an exclusive, non-blocking flock on it (one mount per volume).
+ * @return 0, -EBUSY if another process holds the volume, -errno otherwise.
+ */
+int csdfs_io_open_posix(struct csdfs_io *io, const char *path);
+
+static inline int csdfs_io_pread(struct csdfs_io *io, void *buf, size_t len,
+				 uint64_t off)
+{
+	return io->ops->pread(io, buf, len, off);
+}
+
+static inline int csdfs_io_pwrite(struct csdfs_io *io, const void *buf,
+				  size_t len, uint64_t off)
+{
+	return io->ops->pwrite(io, buf, len, off);
+}
+
+static inline int csdfs_io_sync(struct csdfs_io *io)
+{
+	return io->ops->sync(io);
+}
+
+static inline int csdfs_io_punch(struct csdfs_io *io, uint64_t off,
+				 uint64_t len)
+{
+	return io->ops->punch(io, off, len);
+}
+
+static inline void csdfs_io_close(struct csdfs_io *io)
+{
+	if (io->ops)
+		io->ops->close(io);
+	io->ops = NULL;
+}
+
+#endif

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The metadata store: a thin, typed-agnostic layer over LMDB. Callers see
+ * byte keys and values, -errno results and nothing of <lmdb.h>. The schema
+ * (what each sub-database holds) is documented once, in meta_lmdb.c.
+ *
+ * Transactions: the daemon keeps one long-lived top-level write transaction
+ * (the "group"); each filesystem operation runs in a nested transaction of it
+ * so a failing operation is rolled back alone, and a group commit makes all
+ * operations since the previous one durable at once. The environment is
+ * opened with MDB_NOLOCK: the caller serialises every use of a transaction
+ * with its own lock (csdfs_vol.lock), and a flock on the container keeps
+ * other processes out.
+ *
+ * Values returned by get/cursor calls point into the map and stay valid only
+ * until the next write in the same transaction or its end: copy them.
+ */
+#ifndef CSDFS_META_H
+#define CSDFS_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum csdfs_db {
+	CSDFS_DB_META,
+	CSDFS_DB_INODES,
+	CSDFS_DB_DIRENTS,
+	CSDFS_DB_CHUNKS,
+	CSDFS_DB_PHYS,
+	CSDFS_DB_FREE,
+	CSDFS_DB_XATTRS,
+	CSDFS_DB_SYMLINKS,
+	CSDFS_DB_ORPHANS,
+	CSDFS_DB_COUNT
+};
+
+struct csdfs_meta;
+struct csdfs_txn;
+struct csdfs_cursor;
+
+struct csdfs_val {
+	const void *data;
+	size_t len;
+};
+
+#define CSDFS_PUT_NOOVERWRITE 0x1u
+
+/*
+ * csdfs_meta_open - open (or with @create, create) the environment in the
+ * directory @dir, reserving @mapsize bytes of address space.
+ * @return 0, -ENOENT if it does not exist, -EUCLEAN if it is not a valid
+ * LMDB environment or lacks csdfs's sub-databases, -errno otherwise.
+ */
+int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
+		    struct csdfs_meta **out);
+void csdfs_meta_close(struct csdfs_meta *meta);
+
+/* Bytes used by the environment's data file (for the volume status). */
+uint64_t csdfs_meta_file_bytes(struct csdfs_meta *meta);
+
+/*
+ * csdfs_meta_begin - begin a write transaction, nested in @parent if given.
+ * @return 0, -ENOMEM, -EUCLEAN.
+ */
+int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
+		     struct csdfs_txn **out);
+
+/*
+ * csdfs_meta_commit - commit @txn (always ends it). A top-level commit is
+ * synchronous: data pages and meta page are on stable storage on return.
+ * @return 0, -ENOSPC (map full), -EIO.
+ */
+int csdfs_meta_commit(struct csdfs_txn *txn);
+void csdfs_meta_abort(struct csdfs_txn *txn);
+
+/* @return 0, -ENOENT if absent. */
+int csdfs_meta_get(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
+		   size_t klen, struct csdfs_val *val);
+/* @return 0, -EEXIST (with CSDFS_PUT_NOOVERWRITE), -ENOSPC. */
+int csdfs_meta_put(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
+		   size_t klen, const void *val, size_t vlen, unsigned flags);
+/* @return 0, -ENOENT if absent. */
+int csdfs_meta_del(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
+		   size_t klen);
+
+/* Cursors live inside their transaction; close before it ends. */
+int csdfs_cursor_open(struct csdfs_txn *txn, enum csdfs_db db,
+		      struct csdfs_cursor **out);
+void csdfs_cursor_close(struct csdfs_cursor *cur);
+/* Position at the first key >= @key. @return 0 or -ENOENT (none). */
+int csdfs_cursor_seek(struct csdfs_cursor *cur, const void *key, size_t klen,
+		      struct csdfs_val *k, struct csdfs_val *v);
+/* Step / jump; each returns 0 or -ENOENT at the end. */
+int csdfs_cursor_next(struct csdfs_cursor *cur, struct csdfs_val *k,
+		      struct csdfs_val *v);
+int csdfs_cursor_prev(struct csdfs_cursor *cur, struct csdfs_val *k,
+		      struct csdfs_val *v);
+int csdfs_cursor_first(struct csdfs_cursor *cur, struct csdfs_val *k,
+		       struct csdfs_val *v);
+int csdfs_cursor_last(struct csdfs_cursor *cur, struct csdfs_val *k,
+		      struct csdfs_val *v);
+/* Delete the current item; a following cursor_next yields the item after it. */
+int csdfs_cursor_del(struct csdfs_cursor *cur);
+
+/* Big-endian key helpers (byte order = numeric order). */
+static inline void csdfs_be64_put(void *p, uint64_t v)
+{
+	unsigned char *b = p;
+
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		b[i] = (unsigned char)v;
+}
+
+static inline uint64_t csdfs_be64_get(const void *p)
+{
+	const unsigned char *b = p;
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | b[i];
+	return v;
+}
+
+#endif

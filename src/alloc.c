@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bitmap allocator with a packing head and a quarantine (see alloc.h for
+ * the invariants). The bitmap costs one bit per 4 KiB block: 32 KiB per GiB
+ * of container, the only per-volume-size memory the daemon keeps.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csdfs/alloc.h"
+#include "csdfs/format.h"
+
+#define BS CSDFS_BLOCK_SIZE
+
+static inline int bit_get(const uint64_t *bits, uint64_t b)
+{
+	return (int)((bits[b >> 6] >> (b & 63)) & 1);
+}
+
+int csdfs_alloc_init(struct csdfs_alloc *a, uint64_t first, uint64_t total)
+{
+	memset(a, 0, sizeof(*a));
+	a->first = first;
+	a->total = total;
+	a->hint = first;
+	a->bits = calloc((total + 63) / 64, sizeof(uint64_t));
+	return a->bits ? 0 : -ENOMEM;
+}
+
+void csdfs_alloc_release(struct csdfs_alloc *a)
+{
+	free(a->bits);
+	free(a->quar);
+	a->bits = NULL;
+	a->quar = NULL;
+}
+
+static void set_range(struct csdfs_alloc *a, uint64_t start, uint64_t count,
+		      int on)
+{
+	for (uint64_t b = start; b < start + count; b++) {
+		uint64_t m = 1ull << (b & 63);
+		uint64_t *w = &a->bits[b >> 6];
+
+		if (on && !(*w & m)) {
+			*w |= m;
+			a->navail++;
+		} else if (!on && (*w & m)) {
+			*w &= ~m;
+			a->navail--;
+		}
+	}
+}
+
+void csdfs_alloc_mark_free(struct csdfs_alloc *a, uint64_t start,
+			   uint64_t count)
+{
+	if (start < a->first || start + count > a->total)
+		return;
+	set_range(a, start, count, 1);
+}
+
+/* Next block >= @b that is available, or a->total. Word-at-a-time scan. */
+static uint64_t next_avail(const struct csdfs_alloc *a, uint64_t b)
+{
+	while (b < a->total) {
+		uint64_t w = a->bits[b >> 6] >> (b & 63);
+
+		if (w)
+			return b + (uint64_t)__builtin_ctzll(w) < a->total ?
+			       b + (uint64_t)__builtin_ctzll(w) : a->total;
+		b = (b | 63) + 1;
+	}
+	return a->total;
+}
+
+/* Length of the available run starting at @b, capped at @max. */
+static uint64_t run_len(const struct csdfs_alloc *a, uint64_t b, uint64_t max)
+{
+	uint64_t n = 0;
+
+	while (n < max && b + n < a->total && bit_get(a->bits, b + n))
+		n++;
+	return n;
+}
+
+/* Find a run of >= need blocks, next-fit from the hint, wrapping once. */
+static int find_run(struct csdfs_alloc *a, uint64_t need, uint64_t *start,
+		    uint64_t *len)
+{
+	uint64_t want = need > CSDFS_ALLOC_RUN_BLOCKS ? need :
+			CSDFS_ALLOC_RUN_BLOCKS;
+
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t b = pass ? a->first : a->hint;
+		uint64_t end = pass ? a->hint : a->total;
+
+		while (b < end) {
+			uint64_t n;
+
+			b = next_avail(a, b);
+			if (b >= end)
+				break;
+			n = run_len(a, b, want);
+			if (n >= need) {
+				*start = b;
+				*len = n;
+				return 0;
+			}
+			b += n;
+		}
+	}
+	return -ENOSPC;
+}
+
+int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, uint64_t *pa)
+{
+	uint64_t need, start, n;
+
+	if (!len)
+		return -EINVAL;
+	if (a->head + len <= a->head_end) {
+		*pa = a->head;
+		a->head += len;
+		return 0;
+	}
+	need = (len + BS - 1) / BS;
+	if (find_run(a, need, &start, &n))
+		return -ENOSPC;
+	/* Give back the whole blocks the old run never touched. */
+	if (a->head_end) {
+		uint64_t from = (a->head + BS - 1) / BS;
+		uint64_t to = a->head_end / BS;
+
+		if (to > from)
+			set_range(a, from, to - from, 1);
+	}
+	set_range(a, start, n, 0);
+	a->head = start * BS + len;
+	a->head_end = (start + n) * BS;
+	a->hint = start + n;
+	*pa = start * BS;
+	return 0;
+}
+
+int csdfs_alloc_inflight_add(struct csdfs_alloc *a, uint64_t start,
+			     uint64_t end)
+{
+	for (int i = 0; i < CSDFS_ALLOC_INFLIGHT_MAX; i++) {
+		if (!a->inflight[i].count) {
+			a->inflight[i].start = start;
+			a->inflight[i].count = end - start;
+			return i;
+		}
+	}
+	return -EAGAIN;
+}
+
+void csdfs_alloc_inflight_del(struct csdfs_alloc *a, int slot)
+{
+	if (slot >= 0 && slot < CSDFS_ALLOC_INFLIGHT_MAX)
+		a->inflight[slot].count = 0;
+}
+
+int csdfs_alloc_quarantine(struct csdfs_alloc *a, uint64_t start,
+			   uint64_t count)
+{
+	if (!count)
+		return 0;
+	if (a->nquar && a->quar[a->nquar - 1].start +
+	    a->quar[a->nquar - 1].count == start) {
+		a->quar[a->nquar - 1].count += count;
+		return 0;
+	}
+	if (a->nquar == a->capquar) {
+		size_t cap = a->capquar ? a->capquar * 2 : 64;
+		struct csdfs_range *q = realloc(a->quar, cap * sizeof(*q));
+
+		if (!q)
+			return -ENOMEM;
+		a->quar = q;
+		a->capquar = cap;
+	}
+	a->quar[a->nquar].start = start;
+	a->quar[a->nquar].count = count;
+	a->nquar++;
+	return 0;
+}
+
+size_t csdfs_alloc_take_quarantine(struct csdfs_alloc *a,
+				   struct csdfs_range **out)
+{
+	size_t n = a->nquar;
+
+	*out = a->quar;
+	a->quar = NULL;
+	a->nquar = a->capquar = 0;
+	return n;
+}
+
+/* Is block @b overlapped by the head's run or an in-flight placement? */
+static int block_busy(const struct csdfs_alloc *a, uint64_t b)
+{
+	uint64_t lo = b * BS, hi = lo + BS;
+
+	if (a->head_end && lo < a->head_end && hi > (a->head / BS) * BS)
+		return 1;
+	for (int i = 0; i < CSDFS_ALLOC_INFLIGHT_MAX; i++) {
+		const struct csdfs_range *r = &a->inflight[i];
+
+		if (r->count && lo < r->start + r->count && hi > r->start)
+			return 1;
+	}
+	return 0;
+}
+
+int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count)
+{
+	int rc = 0;
+
+	for (uint64_t b = start; b < start + count; b++) {
+		if (b < a->first || b >= a->total)
+			continue;
+		if (block_busy(a, b))
+			rc = rc ? rc : csdfs_alloc_quarantine(a, b, 1);
+		else
+			set_range(a, b, 1, 1);
+	}
+	return rc;
+}

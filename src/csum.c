@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CRC32C (Castagnoli, reflected polynomial 0x82f63b78) for the superblock and
+ * every stored chunk. The SSE4.2 crc32 instruction is used when the CPU has
+ * it, a slice-by-8 table otherwise; both must produce identical values
+ * because checksums written on one machine are verified on another.
+ *
+ * Convention: the value passed in and returned is the finished CRC (already
+ * inverted), so csdfs_crc32c(csdfs_crc32c(0, a, n), b, m) equals the CRC of
+ * a followed by b. The inversion is undone on entry and redone on exit.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "csdfs/csum.h"
+#include "csum_internal.h"
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#define CSUM_HAVE_SSE42 1
+#else
+#define CSUM_HAVE_SSE42 0
+#endif
+
+#define CRC32C_POLY 0x82f63b78u
+
+/* crc32c_table[k][b]: CRC of byte b followed by k zero bytes. */
+static uint32_t crc32c_table[8][256];
+
+typedef uint32_t crc32c_fn(uint32_t crc, const void *buf, size_t len);
+static crc32c_fn *crc32c_impl;
+static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
+
+static void crc32c_init(void)
+{
+	for (unsigned int b = 0; b < 256; b++) {
+		uint32_t c = b;
+
+		for (int i = 0; i < 8; i++)
+			c = (c & 1) ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+		crc32c_table[0][b] = c;
+	}
+	for (unsigned int b = 0; b < 256; b++)
+		for (int k = 1; k < 8; k++) {
+			uint32_t prev = crc32c_table[k - 1][b];
+
+			crc32c_table[k][b] = (prev >> 8) ^
+					     crc32c_table[0][prev & 0xff];
+		}
+
+	crc32c_impl = csdfs_crc32c_hw_usable() ? csdfs_crc32c_hw :
+						 csdfs_crc32c_sw;
+}
+
+uint32_t csdfs_crc32c_sw(uint32_t crc, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+
+	pthread_once(&crc32c_once, crc32c_init);
+	crc = ~crc;
+	/*
+	 * Byte loads rather than a 64-bit word keep this independent of host
+	 * byte order and alignment; compilers merge them into one load on x86.
+	 */
+	while (len >= 8) {
+		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+				     (uint32_t)p[2] << 16 |
+				     (uint32_t)p[3] << 24);
+
+		crc = crc32c_table[7][lo & 0xff] ^
+		      crc32c_table[6][(lo >> 8) & 0xff] ^
+		      crc32c_table[5][(lo >> 16) & 0xff] ^
+		      crc32c_table[4][lo >> 24] ^
+		      crc32c_table[3][p[4]] ^ crc32c_table[2][p[5]] ^
+		      crc32c_table[1][p[6]] ^ crc32c_table[0][p[7]];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		crc = crc32c_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+#if CSUM_HAVE_SSE42
+__attribute__((target("sse4.2")))
+static uint32_t crc32c_sse42(uint32_t crc, const unsigned char *p, size_t len)
+{
+	uint64_t c = ~crc;
+
+	/* Align so the 8-byte loads never straddle a cache line needlessly. */
+	while (len && ((uintptr_t)p & 7)) {
+		c = _mm_crc32_u8((uint32_t)c, *p++);
+		len--;
+	}
+	while (len >= 8) {
+		uint64_t w;
+
+		memcpy(&w, p, sizeof(w));
+		c = _mm_crc32_u64(c, w);
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		c = _mm_crc32_u8((uint32_t)c, *p++);
+	return ~(uint32_t)c;
+}
+
+uint32_t csdfs_crc32c_hw(uint32_t crc, const void *buf, size_t len)
+{
+	return crc32c_sse42(crc, buf, len);
+}
+
+bool csdfs_crc32c_hw_usable(void)
+{
+	return __builtin_cpu_supports("sse4.2");
+}
+#else
+/* No crc32 instruction on this architecture: the table is the only path. */
+uint32_t csdfs_crc32c_hw(uint32_t crc, const void *buf, size_t len)
+{
+	return csdfs_crc32c_sw(crc, buf, len);
+}
+
+bool csdfs_crc32c_hw_usable(void)
+{
+	return false;
+}
+#endif
+
+uint32_t csdfs_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&crc32c_once, crc32c_init);
+	return crc32c_impl(crc, buf, len);
+}

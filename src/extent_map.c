@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The chunk map: logical chunk -> stored bytes in the container, plus the
+ * reverse map (db "phys") that makes block ownership decidable.
+ *
+ * Invariants (checked by fsck):
+ *  - every stored chunk has exactly one phys entry at its pa and vice versa;
+ *  - stored ranges never overlap;
+ *  - a block is in use (absent from the free map) iff some live chunk's
+ *    stored range overlaps it;
+ *  - each used block is charged to exactly one live chunk that overlaps it:
+ *    the blocks strictly inside a chunk's span always to that chunk, a
+ *    boundary block to whichever neighbour the flags say. When the charged
+ *    chunk dies and a neighbour still overlaps the block, the charge moves
+ *    to that neighbour, so sum(st_blocks) == used blocks at all times.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "vol.h"
+
+#define BS CSDFS_BLOCK_SIZE
+
+void csdfs_chunk_key(uint8_t key[16], uint64_t ino, uint64_t idx)
+{
+	csdfs_be64_put(key, ino);
+	csdfs_be64_put(key + 8, idx);
+}
+
+int csdfs_chunk_get(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
+		    struct csdfs_chunk_disk *out)
+{
+	struct csdfs_val v;
+	uint8_t key[16];
+	int rc;
+
+	csdfs_chunk_key(key, ino, idx);
+	rc = csdfs_meta_get(txn, CSDFS_DB_CHUNKS, key, 16, &v);
+	if (rc)
+		return rc;
+	if (v.len != sizeof(*out))
+		return -EUCLEAN;
+	memcpy(out, v.data, sizeof(*out));
+	return 0;
+}
+
+static int chunk_put(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
+		     const struct csdfs_chunk_disk *c)
+{
+	uint8_t key[16];
+
+	csdfs_chunk_key(key, ino, idx);
+	return csdfs_meta_put(txn, CSDFS_DB_CHUNKS, key, 16, c, sizeof(*c), 0);
+}
+
+static inline uint64_t first_block(uint64_t pa)
+{
+	return pa / BS;
+}
+
+static inline uint64_t last_block(uint64_t pa, uint32_t plen)
+{
+	return (pa + plen - 1) / BS;
+}
+
+/* The live stored range just before (@next false) or after @pa. */
+static int phys_neighbour(struct csdfs_txn *txn, uint64_t pa, bool next,
+			  uint64_t *npa, struct csdfs_phys_disk *out)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint8_t key[8];
+	int rc;
+
+	rc = csdfs_cursor_open(txn, CSDFS_DB_PHYS, &cur);
+	if (rc)
+		return rc;
+	csdfs_be64_put(key, next ? pa + 1 : pa);
+	rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
+	if (!next) {
+		if (rc == -ENOENT)
+			rc = csdfs_cursor_last(cur, &k, &v);
+		else if (!rc)
+			rc = csdfs_cursor_prev(cur, &k, &v);
+	}
+	if (!rc) {
+		if (k.len != 8 || v.len != sizeof(*out)) {
+			rc = -EUCLEAN;
+		} else {
+			*npa = csdfs_be64_get(k.data);
+			memcpy(out, v.data, sizeof(*out));
+		}
+	}
+	csdfs_cursor_close(cur);
+	return rc;
+}
+
+/* Adjust the block charge of inode @ino, which may be the one the caller
+ * holds in memory (@cur_ino/@irec) or another one stored in LMDB. */
+static int charge_inode(struct csdfs_op *op, uint64_t cur_ino,
+			struct csdfs_inode_disk *irec, uint64_t ino,
+			int64_t blocks)
+{
+	struct csdfs_inode_disk other;
+	int rc;
+
+	if (ino == cur_ino) {
+		irec->phys_blocks += (uint64_t)blocks;
+		return 0;
+	}
+	rc = csdfs_irec_load(op->txn, ino, &other);
+	if (rc)
+		return rc == -ENOENT ? -EUCLEAN : rc;
+	other.phys_blocks += (uint64_t)blocks;
+	return csdfs_irec_store(op->txn, ino, &other);
+}
+
+/* Charge @block to the live chunk described by the phys entry @p at @ppa. */
+static int charge_move(struct csdfs_op *op, uint64_t cur_ino,
+		       struct csdfs_inode_disk *irec, uint64_t ppa,
+		       const struct csdfs_phys_disk *p, uint64_t block)
+{
+	struct csdfs_chunk_disk c;
+	int rc;
+
+	rc = csdfs_chunk_get(op->txn, p->ino, p->chunk, &c);
+	if (rc)
+		return rc == -ENOENT ? -EUCLEAN : rc;
+	if (c.pa != ppa)
+		return -EUCLEAN;
+	if (block == first_block(c.pa))
+		c.flags |= CSDFS_CHUNK_CHARGE_FIRST;
+	else if (block == last_block(c.pa, c.plen))
+		c.flags |= CSDFS_CHUNK_CHARGE_LAST;
+	else
+		return -EUCLEAN;
+	rc = chunk_put(op->txn, p->ino, p->chunk, &c);
+	if (rc)
+		return rc;
+	return charge_inode(op, cur_ino, irec, p->ino, 1);
+}
+
+static int free_blocks(struct csdfs_op *op, uint64_t start, uint64_t count)
+{
+	int rc;
+
+	if (!count)
+		return 0;
+	rc = csdfs_freemap_give(op->txn, start, count);
+	if (rc)
+		return rc;
+	op->delta.used_blocks -= count;
+	return csdfs_op_note_freed(op, start, count);
+}
+
+/*
+ * Release a boundary block the dying chunk was charged for: hand it to a
+ * live neighbour that overlaps it, else free it.
+ */
+static int release_boundary(struct csdfs_op *op, uint64_t cur_ino,
+			    struct csdfs_inode_disk *irec, uint64_t pa,
+			    uint64_t block, bool try_prev)
+{
+	struct csdfs_phys_disk p;
+	uint64_t npa;
+	int rc;
+
+	if (try_prev) {
+		rc = phys_neighbour(op->txn, pa, false, &npa, &p);
+		if (rc && rc != -ENOENT)
+			return rc;
+		if (!rc && npa + p.plen > block * BS)
+			return charge_move(op, cur_ino, irec, npa, &p, block);
+	}
+	rc = phys_neighbour(op->txn, pa, true, &npa, &p);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (!rc && npa < (block + 1) * BS)
+		return charge_move(op, cur_ino, irec, npa, &p, block);
+	return free_blocks(op, block, 1);
+}
+
+static void account(struct csdfs_op *op, struct csdfs_inode_disk *irec,
+		    const struct csdfs_chunk_disk *c, int sign)
+{
+	uint64_t s = (uint64_t)(int64_t)sign;
+
+	irec->stored_bytes += s * c->plen;
+	irec->mapped_bytes += s * c->llen;
+	irec->stored_chunks += s;
+	op->delta.stored_bytes += s * c->plen;
+	op->delta.mapped_bytes += s * c->llen;
+	op->delta.stored_chunks += s;
+	if (c->codec == CSDFS_CODEC_NONE) {
+		irec->raw_chunks += s;
+		irec->raw_bytes += s * c->llen;
+		op->delta.raw_chunks += s;
+	}
+}
+
+static int chunk_kill(struct csdfs_op *op, uint64_t ino,
+		      struct csdfs_inode_disk *irec,
+		      const struct csdfs_chunk_disk *old)
+{
+	uint64_t bs = first_block(old->pa), be = last_block(old->pa, old->plen);
+	uint64_t charged = be > bs + 1 ? be - bs - 1 : 0;
+	uint8_t key[8];
+	int rc;
+
+	csdfs_be64_put(key, old->pa);
+	rc = csdfs_meta_del(op->txn, CSDFS_DB_PHYS, key, 8);
+	if (rc)
+		return rc == -ENOENT ? -EUCLEAN : rc;
+	if (old->flags & CSDFS_CHUNK_CHARGE_FIRST)
+		charged++;
+	if (be != bs && (old->flags & CSDFS_CHUNK_CHARGE_LAST))
+		charged++;
+	irec->phys_blocks -= charged;
+	account(op, irec, old, -1);
+	if (be > bs + 1) {
+		rc = free_blocks(op, bs + 1, be - bs - 1);
+		if (rc)
+			return rc;
+	}
+	if (old->flags & CSDFS_CHUNK_CHARGE_FIRST) {
+		rc = release_boundary(op, ino, irec, old->pa, bs, true);
+		if (rc)
+			return rc;
+	}
+	if (be != bs && (old->flags & CSDFS_CHUNK_CHARGE_LAST))
+		return release_boundary(op, ino, irec, old->pa, be, false);
+	return 0;
+}
+
+static int chunk_insert(struct csdfs_op *op, uint64_t ino,
+			struct csdfs_inode_disk *irec, uint64_t idx,
+			const struct csdfs_chunk_disk *nc)
+{
+	uint64_t bs = first_block(nc->pa), be = last_block(nc->pa, nc->plen);
+	struct csdfs_chunk_disk c = *nc;
+	struct csdfs_phys_disk p;
+	uint64_t t_first, t_mid = 0, t_last = 0;
+	uint8_t key[8];
+	int rc;
+
+	if (!nc->plen || bs < CSDFS_FIRST_DATA_BLOCK ||
+	    be >= op->vol->sb.total_blocks)
+		return -EUCLEAN;
+	rc = csdfs_freemap_take(op->txn, bs, 1, &t_first);
+	if (!rc && be > bs + 1) {
+		rc = csdfs_freemap_take(op->txn, bs + 1, be - bs - 1, &t_mid);
+		if (!rc && t_mid != be - bs - 1)
+			rc = -EUCLEAN;  /* interior blocks must be fresh */
+	}
+	if (!rc && be != bs)
+		rc = csdfs_freemap_take(op->txn, be, 1, &t_last);
+	if (rc)
+		return rc;
+	c.flags &= (uint8_t)~(CSDFS_CHUNK_CHARGE_FIRST | CSDFS_CHUNK_CHARGE_LAST);
+	if (t_first)
+		c.flags |= CSDFS_CHUNK_CHARGE_FIRST;
+	if (t_last)
+		c.flags |= CSDFS_CHUNK_CHARGE_LAST;
+	irec->phys_blocks += t_first + t_mid + t_last;
+	op->delta.used_blocks += t_first + t_mid + t_last;
+	account(op, irec, &c, 1);
+
+	memset(&p, 0, sizeof(p));
+	p.ino = ino;
+	p.chunk = idx;
+	p.plen = c.plen;
+	csdfs_be64_put(key, c.pa);
+	rc = csdfs_meta_put(op->txn, CSDFS_DB_PHYS, key, 8, &p, sizeof(p),
+			    CSDFS_PUT_NOOVERWRITE);
+	if (rc)
+		return rc == -EEXIST ? -EUCLEAN : rc;
+	return chunk_put(op->txn, ino, idx, &c);
+}
+
+int csdfs_chunk_set(struct csdfs_op *op, uint64_t ino,
+		    struct csdfs_inode_disk *irec, uint64_t idx,
+		    const struct csdfs_chunk_disk *nc)
+{
+	struct csdfs_chunk_disk old;
+	uint8_t key[16];
+	int rc;
+
+	rc = csdfs_chunk_get(op->txn, ino, idx, &old);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (!rc) {
+		rc = chunk_kill(op, ino, irec, &old);
+		if (rc)
+			return rc;
+		if (!nc) {
+			csdfs_chunk_key(key, ino, idx);
+			return csdfs_meta_del(op->txn, CSDFS_DB_CHUNKS, key, 16);
+		}
+	}
+	return nc ? chunk_insert(op, ino, irec, idx, nc) : 0;
+}
+
+int csdfs_chunk_drop_from(struct csdfs_op *op, uint64_t ino,
+			  struct csdfs_inode_disk *irec, uint64_t from)
+{
+	enum { BATCH = 128 };
+	struct csdfs_chunk_disk recs[BATCH];
+	uint64_t idxs[BATCH];
+	uint8_t key[16];
+	int n, rc;
+
+	do {
+		struct csdfs_cursor *cur;
+		struct csdfs_val k, v;
+
+		rc = csdfs_cursor_open(op->txn, CSDFS_DB_CHUNKS, &cur);
+		if (rc)
+			return rc;
+		csdfs_chunk_key(key, ino, from);
+		n = 0;
+		rc = csdfs_cursor_seek(cur, key, 16, &k, &v);
+		while (!rc && n < BATCH) {
+			if (k.len != 16 || csdfs_be64_get(k.data) != ino)
+				break;
+			if (v.len != sizeof(recs[0])) {
+				rc = -EUCLEAN;
+				break;
+			}
+			idxs[n] = csdfs_be64_get((const uint8_t *)k.data + 8);
+			memcpy(&recs[n], v.data, sizeof(recs[0]));
+			n++;
+			rc = csdfs_cursor_next(cur, &k, &v);
+		}
+		csdfs_cursor_close(cur);
+		if (rc && rc != -ENOENT)
+			return rc;
+		for (int i = 0; i < n; i++) {
+			rc = chunk_kill(op, ino, irec, &recs[i]);
+			if (!rc) {
+				csdfs_chunk_key(key, ino, idxs[i]);
+				rc = csdfs_meta_del(op->txn, CSDFS_DB_CHUNKS, key, 16);
+			}
+			if (rc)
+				return rc;
+		}
+		if (n)
+			from = idxs[n - 1] + 1;
+	} while (n == BATCH);
+	return 0;
+}

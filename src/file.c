@@ -1,0 +1,833 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data path. A write is cut into chunks; each chunk is built whole
+ * (read-modify-write when the request covers only part of it), trimmed of
+ * trailing zeros (an all-zero chunk becomes a hole), compressed, and all
+ * chunks of the request are packed back to back at the allocator's head,
+ * written with as few pwrites as the placement allows, and finally mapped
+ * in ONE operation transaction. Until that transaction commits, readers see
+ * the old chunks; after it, the new ones: a request never becomes visible,
+ * or durable, in parts (G3).
+ *
+ * Reads look the mappings up under vol->lock, then read, verify and decode
+ * outside it. A checksum mismatch is re-checked against a fresh mapping
+ * (the chunk may have been replaced and its blocks recycled meanwhile)
+ * before it is reported as corruption.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <string.h>
+#include <linux/falloc.h>
+
+#include "csdfs/csum.h"
+#include "csdfs/log.h"
+#include "vol.h"
+
+#define NS_PER_DAY (86400ll * 1000000000ll)
+
+/* One chunk of a pending write. llen == 0 means "becomes a hole". */
+struct wchunk {
+	uint64_t idx;
+	uint32_t llen;
+	uint32_t plen;
+	size_t packoff;
+	uint64_t pa;
+	uint32_t csum;
+	struct csdfs_codec_spec used;
+};
+
+struct wplan {
+	struct csdfs_vol *vol;
+	uint64_t ino;
+	uint32_t cs;
+	struct csdfs_codec_spec spec;
+	struct wchunk *c;
+	size_t n;
+	char *pack;
+	size_t packlen, packcap;
+	int slot;
+};
+
+/* ---- chunk stripes ------------------------------------------------------- */
+
+static unsigned stripe_of(uint64_t ino, uint64_t idx)
+{
+	return (unsigned)((ino * 0x9e3779b97f4a7c15ull + idx) % CSDFS_STRIPES);
+}
+
+/* Lock the stripes of chunks [first, last] in ascending stripe order. */
+static void stripes_lock(struct csdfs_vol *vol, uint64_t ino, uint64_t first,
+			 uint64_t last, uint64_t mask[CSDFS_STRIPES / 64])
+{
+	memset(mask, 0, CSDFS_STRIPES / 8);
+	for (uint64_t i = first; i <= last && i - first < CSDFS_STRIPES; i++) {
+		unsigned s = stripe_of(ino, i);
+
+		mask[s / 64] |= 1ull << (s % 64);
+	}
+	for (unsigned s = 0; s < CSDFS_STRIPES; s++)
+		if (mask[s / 64] & (1ull << (s % 64)))
+			pthread_mutex_lock(&vol->stripes[s]);
+}
+
+static void stripes_unlock(struct csdfs_vol *vol,
+			   const uint64_t mask[CSDFS_STRIPES / 64])
+{
+	for (unsigned s = 0; s < CSDFS_STRIPES; s++)
+		if (mask[s / 64] & (1ull << (s % 64)))
+			pthread_mutex_unlock(&vol->stripes[s]);
+}
+
+/* ---- reading chunks ------------------------------------------------------ */
+
+static void count_csum_error(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
+			     uint32_t cs, uint64_t pa)
+{
+	pthread_mutex_lock(&vol->lock);
+	vol->counters.csum_errors++;
+	pthread_mutex_unlock(&vol->lock);
+	csdfs_log(LOG_ERR, "checksum mismatch: inode %llu offset %llu (container byte %llu): returning EIO",
+		  (unsigned long long)ino, (unsigned long long)(idx * cs),
+		  (unsigned long long)pa);
+}
+
+/* Verify and decode stored bytes @stored of @c into @dst (cs bytes: the
+ * tail past llen is zeroed). */
+static int decode_chunk(const struct csdfs_chunk_disk *c, const char *stored,
+			char *dst, uint32_t cs)
+{
+	int rc;
+
+	if (c->llen > cs || !c->llen)
+		return -EUCLEAN;
+	if (csdfs_crc32c(0, stored, c->plen) != c->csum)
+		return -EUCLEAN;
+	rc = csdfs_codec_decompress(c->codec, stored, c->plen, dst, c->llen);
+	if (rc)
+		return rc == -EINVAL ? -EUCLEAN : rc;
+	memset(dst + c->llen, 0, cs - c->llen);
+	return 0;
+}
+
+/* Look up chunk @idx afresh. @return 0, -ENOENT for a hole. */
+static int lookup_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
+			struct csdfs_chunk_disk *c)
+{
+	struct csdfs_op op;
+	int rc;
+
+	rc = csdfs_op_begin_read(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_chunk_get(op.txn, ino, idx, c);
+	return csdfs_op_end(&op, rc);
+}
+
+/*
+ * Read chunk @idx into @dst (cs bytes), starting from mapping @c (NULL:
+ * look it up). Retries once with a fresh mapping after a mismatch.
+ */
+static int load_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
+		      uint32_t cs, const struct csdfs_chunk_disk *c, char *dst,
+		      char *scratch)
+{
+	struct csdfs_chunk_disk cur;
+	int rc;
+
+	if (!c) {
+		rc = lookup_chunk(vol, ino, idx, &cur);
+		if (rc == -ENOENT) {
+			memset(dst, 0, cs);
+			return 0;
+		}
+		if (rc)
+			return rc;
+		c = &cur;
+	}
+	for (int attempt = 0; ; attempt++) {
+		if (c->plen > csdfs_codec_bound(cs))
+			return -EUCLEAN;
+		rc = csdfs_io_pread(&vol->io, scratch, c->plen, c->pa);
+		if (!rc)
+			rc = decode_chunk(c, scratch, dst, cs);
+		if (rc != -EUCLEAN || attempt)
+			break;
+		{
+			struct csdfs_chunk_disk fresh;
+			int lrc = lookup_chunk(vol, ino, idx, &fresh);
+
+			if (lrc == -ENOENT) {
+				memset(dst, 0, cs);
+				return 0;
+			}
+			if (lrc || !memcmp(&fresh, c, sizeof(fresh)))
+				break;
+			cur = fresh;
+			c = &cur;
+		}
+	}
+	if (rc == -EUCLEAN) {
+		count_csum_error(vol, ino, idx, cs, c->pa);
+		return -EIO;
+	}
+	return rc;
+}
+
+/* ---- writing chunks ------------------------------------------------------ */
+
+static void plan_free(struct wplan *p)
+{
+	free(p->c);
+	free(p->pack);
+}
+
+/* @n chunks, of which at most @nstored are stored (need pack space). */
+static int plan_init(struct wplan *p, struct csdfs_vol *vol, uint64_t ino,
+		     const struct csdfs_inode_disk *rec, size_t n, size_t nstored)
+{
+	memset(p, 0, sizeof(*p));
+	p->vol = vol;
+	p->ino = ino;
+	p->cs = rec->chunk_size ? rec->chunk_size : vol->sb.chunk_size;
+	p->spec.id = rec->codec;
+	p->spec.level = rec->level;
+	p->slot = -1;
+	p->c = calloc(n, sizeof(*p->c));
+	p->packcap = nstored * csdfs_codec_bound(p->cs);
+	p->pack = malloc(p->packcap ? p->packcap : 1);
+	if (!p->c || !p->pack) {
+		plan_free(p);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Add chunk @idx with logical content @src[0..llen): trailing zeros are not
+ * stored, an all-zero chunk becomes a hole. */
+static int plan_add(struct wplan *p, uint64_t idx, const char *src,
+		    uint32_t llen)
+{
+	struct wchunk *c = &p->c[p->n++];
+	int rc;
+
+	while (llen && !src[llen - 1])
+		llen--;
+	c->idx = idx;
+	c->llen = llen;
+	if (!llen)
+		return 0;
+	rc = csdfs_codec_compress(p->spec, src, llen, p->pack + p->packlen,
+				  p->packcap - p->packlen, &c->used);
+	if (rc < 0)
+		return rc;
+	c->plen = (uint32_t)rc;
+	c->packoff = p->packlen;
+	c->csum = csdfs_crc32c(0, p->pack + p->packlen, c->plen);
+	p->packlen += c->plen;
+	return 0;
+}
+
+/* Place every stored chunk at the head and write them out. */
+static int plan_write(struct wplan *p)
+{
+	struct csdfs_vol *vol = p->vol;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&vol->lock);
+	if (vol->failed)
+		rc = vol->failed;
+	for (size_t i = 0; i < p->n && !rc; i++) {
+		struct wchunk *c = &p->c[i];
+
+		if (!c->llen)
+			continue;
+		rc = csdfs_alloc_place(&vol->alloc, c->plen, &c->pa);
+		if (!rc) {
+			lo = c->pa < lo ? c->pa : lo;
+			hi = c->pa + c->plen > hi ? c->pa + c->plen : hi;
+		}
+	}
+	if (!rc && hi) {
+		rc = csdfs_alloc_inflight_add(&vol->alloc, lo, hi);
+		if (rc >= 0) {
+			p->slot = rc;
+			rc = 0;
+		} else {
+			rc = -EBUSY;
+		}
+	}
+	pthread_mutex_unlock(&vol->lock);
+	if (rc)
+		return rc;
+	/* One pwrite per physically contiguous run of chunks. */
+	for (size_t i = 0; i < p->n && !rc; ) {
+		struct wchunk *c = &p->c[i];
+		size_t j = i + 1, len;
+
+		if (!c->llen) {
+			i++;
+			continue;
+		}
+		len = c->plen;
+		while (j < p->n && p->c[j].llen &&
+		       p->c[j].pa == c->pa + len &&
+		       p->c[j].packoff == c->packoff + len) {
+			len += p->c[j].plen;
+			j++;
+		}
+		rc = csdfs_io_pwrite(&vol->io, p->pack + c->packoff, len, c->pa);
+		i = j;
+	}
+	return rc;
+}
+
+/* Map every chunk of the plan inside @op. */
+static int plan_commit(struct wplan *p, struct csdfs_op *op,
+		       struct csdfs_inode_disk *rec)
+{
+	op->inflight_slot = p->slot;
+	p->slot = -1;
+	for (size_t i = 0; i < p->n; i++) {
+		struct wchunk *c = &p->c[i];
+		struct csdfs_chunk_disk d;
+		int rc;
+
+		if (!c->llen) {
+			rc = csdfs_chunk_set(op, p->ino, rec, c->idx, NULL);
+		} else {
+			memset(&d, 0, sizeof(d));
+			d.pa = c->pa;
+			d.plen = c->plen;
+			d.llen = c->llen;
+			d.csum = c->csum;
+			d.codec = c->used.id;
+			d.level = c->used.level;
+			rc = csdfs_chunk_set(op, p->ino, rec, c->idx, &d);
+			op->delta.dev_bytes_written += c->plen;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Drop an in-flight registration when the plan never reached an op. */
+static void plan_abandon(struct wplan *p)
+{
+	if (p->slot >= 0) {
+		pthread_mutex_lock(&p->vol->lock);
+		csdfs_alloc_inflight_del(&p->vol->alloc, p->slot);
+		pthread_mutex_unlock(&p->vol->lock);
+		p->slot = -1;
+	}
+}
+
+static int load_reg(struct csdfs_vol *vol, uint64_t ino,
+		    struct csdfs_inode_disk *rec)
+{
+	struct csdfs_op op;
+	int rc;
+
+	rc = csdfs_op_begin_read(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, rec);
+	if (!rc && S_ISDIR(rec->mode))
+		rc = -EISDIR;
+	else if (!rc && !S_ISREG(rec->mode))
+		rc = -EINVAL;
+	return csdfs_op_end(&op, rc);
+}
+
+ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
+		       size_t size, uint64_t off, bool sync)
+{
+	uint64_t mask[CSDFS_STRIPES / 64], first, last, end = off + size;
+	struct csdfs_inode_disk rec;
+	struct csdfs_inode *in;
+	struct wplan plan;
+	struct csdfs_op op;
+	char *tmp = NULL, *scratch = NULL;
+	uint32_t cs;
+	int rc;
+
+	if (!size)
+		return 0;
+	if (end > CSDFS_MAX_FILE_SIZE || end < off)
+		return -EFBIG;
+	in = csdfs_inode_get(vol, ino);
+	if (!in)
+		return -ENOMEM;
+	pthread_rwlock_rdlock(&in->io_lock);
+	rc = load_reg(vol, ino, &rec);
+	if (rc)
+		goto out_unlock_io;
+	cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
+	first = off / cs;
+	last = (end - 1) / cs;
+	stripes_lock(vol, ino, first, last, mask);
+	/* The size that matters is the one after we own our chunks. */
+	rc = load_reg(vol, ino, &rec);
+	if (!rc)
+		rc = plan_init(&plan, vol, ino, &rec, last - first + 1,
+			       last - first + 1);
+	if (rc)
+		goto out_unlock_stripes;
+	for (uint64_t idx = first; idx <= last && !rc; idx++) {
+		uint64_t cstart = idx * cs;
+		uint32_t ws = (uint32_t)((off > cstart ? off : cstart) - cstart);
+		uint32_t we = (uint32_t)((end < cstart + cs ? end : cstart + cs) - cstart);
+
+		if (ws == 0 && (we == cs || cstart + we >= rec.size)) {
+			/* Whole chunk (or all of it that lies before EOF). */
+			rc = plan_add(&plan, idx, buf + (cstart - off), we);
+			continue;
+		}
+		if (!tmp) {
+			tmp = malloc(cs);
+			scratch = malloc(csdfs_codec_bound(cs));
+			if (!tmp || !scratch) {
+				rc = -ENOMEM;
+				break;
+			}
+		}
+		rc = load_chunk(vol, ino, idx, cs, NULL, tmp, scratch);
+		if (rc)
+			break;
+		memcpy(tmp + ws, buf + (cstart + ws - off), we - ws);
+		/* Bytes past EOF inside the chunk must stay zero. */
+		{
+			uint64_t keep = rec.size > cstart ? rec.size - cstart : 0;
+			uint32_t llen = keep < cs ? (uint32_t)keep : cs;
+
+			if (llen < we)
+				llen = we;
+			memset(tmp + llen, 0, cs - llen);
+			rc = plan_add(&plan, idx, tmp, llen);
+		}
+	}
+	if (!rc)
+		rc = plan_write(&plan);
+	if (!rc) {
+		rc = csdfs_op_begin(vol, &op);
+		if (!rc) {
+			rc = csdfs_irec_load(op.txn, ino, &rec);
+			if (!rc)
+				rc = plan_commit(&plan, &op, &rec);
+			if (!rc) {
+				int64_t now = csdfs_now_ns();
+
+				if (end > rec.size)
+					rec.size = end;
+				rec.mtime_ns = rec.ctime_ns = now;
+				op.delta.app_bytes_written += size;
+				rc = csdfs_irec_store(op.txn, ino, &rec);
+			}
+			if (!rc)
+				csdfs_op_touch(&op, ino);
+			rc = csdfs_op_end(&op, rc);
+		}
+	}
+	plan_abandon(&plan);
+	plan_free(&plan);
+out_unlock_stripes:
+	stripes_unlock(vol, mask);
+out_unlock_io:
+	pthread_rwlock_unlock(&in->io_lock);
+	free(tmp);
+	free(scratch);
+	if (!rc && sync)
+		rc = csdfs_vol_commit_for(vol, ino);
+	csdfs_inode_put(vol, in);
+	return rc ? rc : (ssize_t)size;
+}
+
+/* ---- read ---------------------------------------------------------------- */
+
+/* relatime: update atime only when it is older than m/ctime or a day old. */
+static void touch_atime(struct csdfs_vol *vol, uint64_t ino)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_op op;
+	int64_t now = csdfs_now_ns();
+	int rc;
+
+	if (csdfs_op_begin(vol, &op))
+		return;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (!rc && (rec.atime_ns <= rec.mtime_ns || rec.atime_ns <= rec.ctime_ns ||
+		    now - rec.atime_ns > NS_PER_DAY)) {
+		rec.atime_ns = now;
+		rc = csdfs_irec_store(op.txn, ino, &rec);
+	} else if (!rc) {
+		rc = -EALREADY;  /* nothing to change: abort quietly */
+	}
+	csdfs_op_end(&op, rc);
+}
+
+ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
+		      size_t size, uint64_t off)
+{
+	struct csdfs_chunk_disk *recs = NULL;
+	struct csdfs_inode_disk rec;
+	struct csdfs_inode *in;
+	struct csdfs_op op;
+	char *tmp = NULL, *scratch = NULL;
+	uint64_t first, last, n, end;
+	bool *have = NULL, need_atime = false;
+	uint32_t cs;
+	int rc;
+
+	in = csdfs_inode_get(vol, ino);
+	if (!in)
+		return -ENOMEM;
+	pthread_rwlock_rdlock(&in->io_lock);
+	rc = csdfs_op_begin_read(vol, &op);
+	if (rc)
+		goto out;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (!rc && S_ISDIR(rec.mode))
+		rc = -EISDIR;
+	if (rc || off >= rec.size || !size) {
+		csdfs_op_end(&op, 0);
+		size = 0;
+		goto out;
+	}
+	if (size > rec.size - off)
+		size = (size_t)(rec.size - off);
+	end = off + size;
+	need_atime = rec.atime_ns <= rec.mtime_ns || rec.atime_ns <= rec.ctime_ns ||
+		     csdfs_now_ns() - rec.atime_ns > NS_PER_DAY;
+	cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
+	first = off / cs;
+	last = (end - 1) / cs;
+	n = last - first + 1;
+	recs = malloc(n * sizeof(*recs));
+	have = calloc(n, sizeof(*have));
+	if (!recs || !have) {
+		csdfs_op_end(&op, 0);
+		rc = -ENOMEM;
+		goto out;
+	}
+	{
+		struct csdfs_cursor *cur;
+		struct csdfs_val k, v;
+		uint8_t key[16];
+
+		rc = csdfs_cursor_open(op.txn, CSDFS_DB_CHUNKS, &cur);
+		if (!rc) {
+			csdfs_chunk_key(key, ino, first);
+			for (rc = csdfs_cursor_seek(cur, key, 16, &k, &v); !rc;
+			     rc = csdfs_cursor_next(cur, &k, &v)) {
+				uint64_t idx;
+
+				if (k.len != 16 || csdfs_be64_get(k.data) != ino)
+					break;
+				idx = csdfs_be64_get((const uint8_t *)k.data + 8);
+				if (idx > last)
+					break;
+				if (v.len != sizeof(*recs)) {
+					rc = -EUCLEAN;
+					break;
+				}
+				memcpy(&recs[idx - first], v.data, sizeof(*recs));
+				have[idx - first] = true;
+			}
+			if (rc == -ENOENT)
+				rc = 0;
+			csdfs_cursor_close(cur);
+		}
+	}
+	csdfs_op_end(&op, 0);
+	if (rc)
+		goto out;
+	tmp = malloc(cs);
+	scratch = malloc(csdfs_codec_bound(cs));
+	if (!tmp || !scratch) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		uint64_t cstart = (first + i) * cs;
+		uint64_t s = off > cstart ? off : cstart;
+		uint64_t e = end < cstart + cs ? end : cstart + cs;
+		char *out = buf + (s - off);
+
+		if (!have[i]) {
+			memset(out, 0, e - s);
+			continue;
+		}
+		if (s == cstart && e == cstart + cs) {
+			/* Whole chunk wanted: decode straight into the reply. */
+			rc = load_chunk(vol, ino, first + i, cs, &recs[i], out, scratch);
+		} else {
+			rc = load_chunk(vol, ino, first + i, cs, &recs[i], tmp, scratch);
+			if (!rc)
+				memcpy(out, tmp + (s - cstart), e - s);
+		}
+	}
+out:
+	pthread_rwlock_unlock(&in->io_lock);
+	free(recs);
+	free(have);
+	free(tmp);
+	free(scratch);
+	if (!rc && size && need_atime)
+		touch_atime(vol, ino);
+	csdfs_inode_put(vol, in);
+	return rc ? rc : (ssize_t)size;
+}
+
+/* ---- resize, zeroing, fallocate, seek ------------------------------------ */
+
+/*
+ * Rewrite the chunks overlapping [from, to) of a file whose io_lock is held
+ * exclusively: bytes in the range become zero (whole chunks become holes).
+ * The caller's @rec is updated in @op, which the caller has begun.
+ */
+static int zero_range_plan(struct csdfs_vol *vol, uint64_t ino,
+			   const struct csdfs_inode_disk *rec, uint64_t from,
+			   uint64_t to, struct wplan *plan)
+{
+	uint32_t cs = rec->chunk_size ? rec->chunk_size : vol->sb.chunk_size;
+	uint64_t first = from / cs, last = (to - 1) / cs;
+	char *tmp, *scratch;
+	int rc = 0;
+
+	/* Whole chunks in the middle are dropped without reading them. */
+	rc = plan_init(plan, vol, ino, rec, last - first + 1, 2);
+	if (rc)
+		return rc;
+	tmp = malloc(cs);
+	scratch = malloc(csdfs_codec_bound(cs));
+	if (!tmp || !scratch) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t idx = first; idx <= last && !rc; idx++) {
+		uint64_t cstart = idx * cs;
+		uint64_t s = from > cstart ? from : cstart;
+		uint64_t e = to < cstart + cs ? to : cstart + cs;
+
+		if (s == cstart && e == cstart + cs) {
+			rc = plan_add(plan, idx, tmp, 0);
+			continue;
+		}
+		rc = load_chunk(vol, ino, idx, cs, NULL, tmp, scratch);
+		if (!rc) {
+			memset(tmp + (s - cstart), 0, e - s);
+			rc = plan_add(plan, idx, tmp, cs);
+		}
+	}
+	if (!rc)
+		rc = plan_write(plan);
+out:
+	free(tmp);
+	free(scratch);
+	return rc;
+}
+
+/* Apply a plan made by zero_range_plan plus size/time changes. */
+static int resize_commit(struct csdfs_vol *vol, uint64_t ino, struct wplan *plan,
+			 uint64_t drop_from, bool set_size, uint64_t new_size,
+			 const struct stat *attrs, unsigned mask, struct stat *st)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_op op;
+	int64_t now = csdfs_now_ns();
+	int rc;
+
+	rc = csdfs_op_begin(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (!rc && plan)
+		rc = plan_commit(plan, &op, &rec);
+	if (!rc && drop_from != UINT64_MAX)
+		rc = csdfs_chunk_drop_from(&op, ino, &rec, drop_from);
+	if (!rc) {
+		if (set_size && new_size != rec.size) {
+			rec.size = new_size;
+			rec.mtime_ns = now;
+		}
+		if (plan)
+			rec.mtime_ns = now;
+		if (attrs)
+			csdfs_irec_apply_attrs(&rec, attrs, mask & ~CSDFS_SET_SIZE, now);
+		else
+			rec.ctime_ns = now;
+		rc = csdfs_irec_store(op.txn, ino, &rec);
+	}
+	if (!rc) {
+		csdfs_op_touch(&op, ino);
+		if (st)
+			csdfs_irec_to_stat(ino, &rec, st);
+	}
+	return csdfs_op_end(&op, rc);
+}
+
+int csdfs_file_truncate(struct csdfs_vol *vol, uint64_t ino, uint64_t size,
+			const struct stat *attrs, unsigned mask, struct stat *st)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_inode *in;
+	struct wplan plan, *pp = NULL;
+	uint64_t drop = UINT64_MAX;
+	uint32_t cs;
+	int rc;
+
+	if (size > CSDFS_MAX_FILE_SIZE)
+		return -EFBIG;
+	in = csdfs_inode_get(vol, ino);
+	if (!in)
+		return -ENOMEM;
+	pthread_rwlock_wrlock(&in->io_lock);
+	rc = load_reg(vol, ino, &rec);
+	if (rc)
+		goto out;
+	cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
+	if (size < rec.size) {
+		drop = (size + cs - 1) / cs;
+		/* A partial last chunk keeps only the bytes before EOF. */
+		if (size % cs) {
+			uint64_t tail_end = (size / cs + 1) * cs;
+
+			rc = zero_range_plan(vol, ino, &rec, size, tail_end, &plan);
+			if (rc) {
+				plan_abandon(&plan);
+				plan_free(&plan);
+				goto out;
+			}
+			pp = &plan;
+		}
+	}
+	rc = resize_commit(vol, ino, pp, drop, true, size, attrs, mask, st);
+	if (pp) {
+		plan_abandon(pp);
+		plan_free(pp);
+	}
+out:
+	pthread_rwlock_unlock(&in->io_lock);
+	csdfs_inode_put(vol, in);
+	return rc;
+}
+
+int csdfs_fs_fallocate(struct csdfs_vol *vol, uint64_t ino, int mode,
+		       uint64_t off, uint64_t len)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_inode *in;
+	struct wplan plan, *pp = NULL;
+	bool keep = mode & FALLOC_FL_KEEP_SIZE;
+	int op = mode & ~FALLOC_FL_KEEP_SIZE;
+	uint64_t end = off + len, zend;
+	int rc;
+
+	if (!len || end < off)
+		return -EINVAL;
+	if (end > CSDFS_MAX_FILE_SIZE)
+		return -EFBIG;
+	if (op != 0 && op != FALLOC_FL_PUNCH_HOLE && op != FALLOC_FL_ZERO_RANGE)
+		return -EOPNOTSUPP;
+	if (op == FALLOC_FL_PUNCH_HOLE && !keep)
+		return -EOPNOTSUPP;
+	in = csdfs_inode_get(vol, ino);
+	if (!in)
+		return -ENOMEM;
+	pthread_rwlock_wrlock(&in->io_lock);
+	rc = load_reg(vol, ino, &rec);
+	if (rc)
+		goto out;
+	/*
+	 * Mode 0 reserves nothing physical: space is only known once data is
+	 * compressed, and allocated-but-unwritten ranges read as zeros and are
+	 * compressed like any other data when written (never stored raw).
+	 */
+	zend = end < rec.size ? end : rec.size;
+	if (op != 0 && off < zend) {
+		rc = zero_range_plan(vol, ino, &rec, off, zend, &plan);
+		if (rc) {
+			plan_abandon(&plan);
+			plan_free(&plan);
+			goto out;
+		}
+		pp = &plan;
+	}
+	if (pp || (!keep && end > rec.size))
+		rc = resize_commit(vol, ino, pp, UINT64_MAX,
+				   !keep && end > rec.size, end, NULL, 0, NULL);
+	if (pp) {
+		plan_abandon(pp);
+		plan_free(pp);
+	}
+out:
+	pthread_rwlock_unlock(&in->io_lock);
+	csdfs_inode_put(vol, in);
+	return rc;
+}
+
+int csdfs_fs_lseek(struct csdfs_vol *vol, uint64_t ino, uint64_t off,
+		   int whence, uint64_t *res)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	struct csdfs_op op;
+	uint8_t key[16];
+	uint64_t idx, want;
+	uint32_t cs;
+	int rc;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	rc = csdfs_op_begin_read(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (rc)
+		return csdfs_op_end(&op, rc);
+	if (off >= rec.size)
+		return csdfs_op_end(&op, -ENXIO);
+	cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
+	want = off / cs;
+	rc = csdfs_cursor_open(op.txn, CSDFS_DB_CHUNKS, &cur);
+	if (rc)
+		return csdfs_op_end(&op, rc);
+	csdfs_chunk_key(key, ino, want);
+	rc = csdfs_cursor_seek(cur, key, 16, &k, &v);
+	if (whence == SEEK_DATA) {
+		if (rc == -ENOENT || (!rc && csdfs_be64_get(k.data) != ino)) {
+			rc = -ENXIO;
+		} else if (!rc) {
+			idx = csdfs_be64_get((const uint8_t *)k.data + 8);
+			*res = idx * cs > off ? idx * cs : off;
+			if (*res >= rec.size)
+				rc = -ENXIO;
+		}
+	} else {
+		/* First chunk index >= want that is not mapped. */
+		idx = want;
+		while (!rc && csdfs_be64_get(k.data) == ino &&
+		       csdfs_be64_get((const uint8_t *)k.data + 8) == idx) {
+			idx++;
+			rc = csdfs_cursor_next(cur, &k, &v);
+		}
+		if (rc == -ENOENT)
+			rc = 0;
+		if (!rc) {
+			*res = idx * cs > off ? idx * cs : off;
+			if (*res > rec.size)
+				*res = rec.size;
+		}
+	}
+	csdfs_cursor_close(cur);
+	return csdfs_op_end(&op, rc);
+}
+
+int csdfs_fs_fsync(struct csdfs_vol *vol, uint64_t ino)
+{
+	return csdfs_vol_commit_for(vol, ino);
+}

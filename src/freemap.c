@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The durable free map (LMDB db "free"): disjoint, coalesced runs of free
+ * container blocks, key = first block BE64, value = LE64 count. It changes
+ * only inside operation transactions, so it always agrees with the chunk
+ * map in the same commit (fsck's "free vs used" invariant).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include "vol.h"
+
+struct run {
+	uint64_t start, count;
+};
+
+static int decode_run(const struct csdfs_val *k, const struct csdfs_val *v,
+		      struct run *r)
+{
+	uint64_t n;
+
+	if (k->len != 8 || v->len != 8)
+		return -EUCLEAN;
+	memcpy(&n, v->data, 8);
+	r->start = csdfs_be64_get(k->data);
+	r->count = le64toh(n);
+	if (!r->count)
+		return -EUCLEAN;
+	return 0;
+}
+
+static int put_run(struct csdfs_txn *txn, uint64_t start, uint64_t count)
+{
+	uint8_t key[8];
+	uint64_t v = htole64(count);
+
+	csdfs_be64_put(key, start);
+	return csdfs_meta_put(txn, CSDFS_DB_FREE, key, 8, &v, 8, 0);
+}
+
+static int del_run(struct csdfs_txn *txn, uint64_t start)
+{
+	uint8_t key[8];
+
+	csdfs_be64_put(key, start);
+	return csdfs_meta_del(txn, CSDFS_DB_FREE, key, 8);
+}
+
+/*
+ * Collect up to @max runs overlapping [start, end) into @out, in order.
+ * @return the number found (a full array means: call again from the end of
+ * the last one), or -errno.
+ */
+static int overlapping(struct csdfs_txn *txn, uint64_t start, uint64_t end,
+		       struct run *out, int max)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint8_t key[8];
+	struct run r;
+	int n = 0, rc;
+
+	rc = csdfs_cursor_open(txn, CSDFS_DB_FREE, &cur);
+	if (rc)
+		return rc;
+	csdfs_be64_put(key, start);
+	rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
+	if (rc == -ENOENT)
+		rc = csdfs_cursor_last(cur, &k, &v);
+	else if (!rc && csdfs_be64_get(k.data) > start)
+		rc = csdfs_cursor_prev(cur, &k, &v);
+	if (rc == -ENOENT) {
+		/* Nothing before start: restart from the first key >= start. */
+		rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
+	}
+	while (!rc && n < max) {
+		rc = decode_run(&k, &v, &r);
+		if (rc)
+			break;
+		if (r.start >= end)
+			break;
+		if (r.start + r.count > start)
+			out[n++] = r;
+		rc = csdfs_cursor_next(cur, &k, &v);
+	}
+	csdfs_cursor_close(cur);
+	if (rc && rc != -ENOENT)
+		return rc;
+	return n;
+}
+
+#define BATCH 64
+
+int csdfs_freemap_take(struct csdfs_txn *txn, uint64_t start, uint64_t count,
+		       uint64_t *taken)
+{
+	uint64_t end = start + count;
+	struct run runs[BATCH];
+	int n, rc;
+
+	*taken = 0;
+	do {
+		n = overlapping(txn, start, end, runs, BATCH);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			struct run r = runs[i];
+			uint64_t lo = r.start > start ? r.start : start;
+			uint64_t hi = r.start + r.count < end ? r.start + r.count : end;
+
+			rc = del_run(txn, r.start);
+			if (!rc && r.start < lo)
+				rc = put_run(txn, r.start, lo - r.start);
+			if (!rc && r.start + r.count > hi)
+				rc = put_run(txn, hi, r.start + r.count - hi);
+			if (rc)
+				return rc;
+			*taken += hi - lo;
+		}
+		if (n == BATCH)
+			start = runs[n - 1].start + runs[n - 1].count;
+	} while (n == BATCH && start < end);
+	return 0;
+}
+
+int csdfs_freemap_give(struct csdfs_txn *txn, uint64_t start, uint64_t count)
+{
+	struct run around[2];
+	uint64_t s = start, e = start + count;
+	int n, rc;
+
+	if (!count)
+		return 0;
+	/* Runs touching [start-1, end+1) are the only merge candidates. */
+	n = overlapping(txn, start ? start - 1 : 0, e + 1, around, 2);
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		struct run r = around[i];
+
+		if (r.start < e && r.start + r.count > start)
+			return -EUCLEAN;  /* double free */
+		if (r.start + r.count == start) {
+			s = r.start;
+			rc = del_run(txn, r.start);
+			if (rc)
+				return rc;
+		} else if (r.start == e) {
+			e = r.start + r.count;
+			rc = del_run(txn, r.start);
+			if (rc)
+				return rc;
+		}
+	}
+	return put_run(txn, s, e - s);
+}
+
+int csdfs_freemap_intersect(struct csdfs_txn *txn, uint64_t start,
+			    uint64_t count,
+			    int (*fn)(void *ctx, uint64_t s, uint64_t n),
+			    void *ctx)
+{
+	uint64_t end = start + count;
+	struct run runs[BATCH];
+	int n, rc;
+
+	do {
+		n = overlapping(txn, start, end, runs, BATCH);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			uint64_t lo = runs[i].start > start ? runs[i].start : start;
+			uint64_t hi = runs[i].start + runs[i].count < end ?
+				      runs[i].start + runs[i].count : end;
+
+			rc = fn(ctx, lo, hi - lo);
+			if (rc)
+				return rc;
+		}
+		if (n == BATCH)
+			start = runs[n - 1].start + runs[n - 1].count;
+	} while (n == BATCH && start < end);
+	return 0;
+}

@@ -1,0 +1,512 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Offline consistency check (csdfs-fsck), the test oracle: one function per
+ * invariant of the schema in meta_lmdb.c (SPEC G4). Every problem is logged
+ * with what and where; --repair fixes only what cannot lose data (leaked
+ * blocks back to the free map, unrecorded orphans, counters) and explains
+ * the rest.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csdfs/csum.h"
+#include "csdfs/log.h"
+#include "vol.h"
+
+#define FSCK_OK        0
+#define FSCK_CORRECTED 1
+#define FSCK_ERRORS    4
+#define FSCK_OPERROR   8
+
+struct fsck {
+	struct csdfs_vol *vol;
+	struct csdfs_txn *txn;
+	const struct csdfs_fsck_opts *opts;
+	uint64_t total;
+	uint8_t *charge;           /* per block: chunks charged for it */
+	uint8_t *used;             /* per block: 1 if a live chunk overlaps */
+	uint8_t *isfree;           /* per block: 1 if in the free map */
+	uint64_t *targets;         /* dirent targets, for link counts */
+	size_t ntargets, captargets;
+	struct csdfs_counters_disk sum;
+	unsigned errors, fixable_leaks, fixable_orphans, counters_bad;
+};
+
+#define PROBLEM(f, ...) do { (f)->errors++; csdfs_log(LOG_ERR, __VA_ARGS__); } while (0)
+
+static int check_free(struct fsck *f)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint64_t prev_end = 0;
+	int rc;
+
+	rc = csdfs_cursor_open(f->txn, CSDFS_DB_FREE, &cur);
+	if (rc)
+		return rc;
+	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
+		uint64_t s, n;
+
+		if (k.len != 8 || v.len != 8) {
+			PROBLEM(f, "free map: malformed record");
+			continue;
+		}
+		s = csdfs_be64_get(k.data);
+		memcpy(&n, v.data, 8);
+		n = le64toh(n);
+		if (!n || s < CSDFS_FIRST_DATA_BLOCK || s + n > f->total || s + n < s) {
+			PROBLEM(f, "free map: run %llu+%llu outside the data area",
+				(unsigned long long)s, (unsigned long long)n);
+			continue;
+		}
+		if (prev_end && s == prev_end)
+			csdfs_log(LOG_WARNING, "free map: runs not coalesced at block %llu",
+				  (unsigned long long)s);
+		prev_end = s + n;
+		for (uint64_t b = s; b < s + n; b++)
+			f->isfree[b] = 1;
+	}
+	csdfs_cursor_close(cur);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int check_phys(struct fsck *f)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint64_t prev_end = 0;
+	int rc;
+
+	rc = csdfs_cursor_open(f->txn, CSDFS_DB_PHYS, &cur);
+	if (rc)
+		return rc;
+	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
+		struct csdfs_phys_disk p;
+		struct csdfs_chunk_disk c;
+		uint64_t pa;
+		int grc;
+
+		if (k.len != 8 || v.len != sizeof(p)) {
+			PROBLEM(f, "phys map: malformed record");
+			continue;
+		}
+		pa = csdfs_be64_get(k.data);
+		memcpy(&p, v.data, sizeof(p));
+		if (!p.plen || pa < (uint64_t)CSDFS_FIRST_DATA_BLOCK * CSDFS_BLOCK_SIZE ||
+		    pa + p.plen > f->total * CSDFS_BLOCK_SIZE) {
+			PROBLEM(f, "phys map: range %llu+%u outside the data area",
+				(unsigned long long)pa, p.plen);
+			continue;
+		}
+		if (pa < prev_end)
+			PROBLEM(f, "phys map: range at byte %llu overlaps the previous one",
+				(unsigned long long)pa);
+		prev_end = pa + p.plen;
+		grc = csdfs_chunk_get(f->txn, p.ino, p.chunk, &c);
+		if (grc || c.pa != pa || c.plen != p.plen)
+			PROBLEM(f, "phys map: byte %llu claims inode %llu chunk %llu, which does not point back",
+				(unsigned long long)pa, (unsigned long long)p.ino,
+				(unsigned long long)p.chunk);
+		for (uint64_t b = pa / CSDFS_BLOCK_SIZE; b <= (pa + p.plen - 1) / CSDFS_BLOCK_SIZE; b++)
+			f->used[b] = 1;
+	}
+	csdfs_cursor_close(cur);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static void charge_chunk(struct fsck *f, const struct csdfs_chunk_disk *c,
+			 uint64_t *blocks)
+{
+	uint64_t bs = c->pa / CSDFS_BLOCK_SIZE, be = (c->pa + c->plen - 1) / CSDFS_BLOCK_SIZE;
+
+	for (uint64_t b = bs; b <= be && b < f->total; b++) {
+		bool mine = (b > bs && b < be) ||
+			    (b == bs && (c->flags & CSDFS_CHUNK_CHARGE_FIRST)) ||
+			    (b == be && b != bs && (c->flags & CSDFS_CHUNK_CHARGE_LAST));
+
+		if (mine) {
+			if (f->charge[b] < 255)
+				f->charge[b]++;
+			(*blocks)++;
+		}
+	}
+}
+
+static int verify_data(struct fsck *f, uint64_t ino, uint64_t idx, uint32_t cs,
+		       const struct csdfs_chunk_disk *c)
+{
+	char *stored = malloc(c->plen), *out = malloc(cs);
+	int rc = -ENOMEM;
+
+	if (stored && out) {
+		rc = csdfs_io_pread(&f->vol->io, stored, c->plen, c->pa);
+		if (!rc && csdfs_crc32c(0, stored, c->plen) != c->csum)
+			rc = -EUCLEAN;
+		if (!rc)
+			rc = csdfs_codec_decompress(c->codec, stored, c->plen, out, c->llen);
+		if (rc)
+			PROBLEM(f, "data: inode %llu offset %llu does not verify (%s)",
+				(unsigned long long)ino, (unsigned long long)(idx * cs),
+				rc == -EUCLEAN ? "checksum or decode failure" : strerror(-rc));
+	}
+	free(stored);
+	free(out);
+	return 0;
+}
+
+/* Inodes and their chunks together: both are keyed by ino first. */
+static int check_inode(struct fsck *f, uint64_t ino, const struct csdfs_inode_disk *rec)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint8_t key[16];
+	uint64_t blocks = 0, stored = 0, mapped = 0, chunks = 0, raw = 0;
+	uint32_t cs = rec->chunk_size;
+	int rc;
+
+	f->sum.inodes++;
+	if (S_ISREG(rec->mode) && (cs < CSDFS_CHUNK_MIN || cs > CSDFS_CHUNK_MAX))
+		PROBLEM(f, "inode %llu: bad chunk size %u", (unsigned long long)ino, cs);
+	if (!cs)
+		cs = CSDFS_CHUNK_DEFAULT;
+	rc = csdfs_cursor_open(f->txn, CSDFS_DB_CHUNKS, &cur);
+	if (rc)
+		return rc;
+	csdfs_chunk_key(key, ino, 0);
+	for (rc = csdfs_cursor_seek(cur, key, 16, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
+		struct csdfs_chunk_disk c;
+		uint64_t idx;
+
+		if (k.len != 16 || csdfs_be64_get(k.data) != ino)
+			break;
+		idx = csdfs_be64_get((const uint8_t *)k.data + 8);
+		if (v.len != sizeof(c)) {
+			PROBLEM(f, "inode %llu chunk %llu: malformed record",
+				(unsigned long long)ino, (unsigned long long)idx);
+			continue;
+		}
+		memcpy(&c, v.data, sizeof(c));
+		if (!S_ISREG(rec->mode))
+			PROBLEM(f, "inode %llu: chunks on a non-regular file", (unsigned long long)ino);
+		if (!c.llen || c.llen > cs || idx * cs + c.llen > rec->size)
+			PROBLEM(f, "inode %llu chunk %llu: length %u beyond size %llu",
+				(unsigned long long)ino, (unsigned long long)idx, c.llen,
+				(unsigned long long)rec->size);
+		if (c.codec >= CSDFS_CODEC_COUNT)
+			PROBLEM(f, "inode %llu chunk %llu: unknown codec %u",
+				(unsigned long long)ino, (unsigned long long)idx, c.codec);
+		if (!c.plen || c.pa / CSDFS_BLOCK_SIZE < CSDFS_FIRST_DATA_BLOCK ||
+		    (c.pa + c.plen + CSDFS_BLOCK_SIZE - 1) / CSDFS_BLOCK_SIZE > f->total) {
+			PROBLEM(f, "inode %llu chunk %llu: extent out of bounds",
+				(unsigned long long)ino, (unsigned long long)idx);
+			continue;
+		}
+		{
+			struct csdfs_val pv;
+			uint8_t pk[8];
+			struct csdfs_phys_disk p;
+
+			csdfs_be64_put(pk, c.pa);
+			if (csdfs_meta_get(f->txn, CSDFS_DB_PHYS, pk, 8, &pv) ||
+			    pv.len != sizeof(p) || (memcpy(&p, pv.data, sizeof(p)),
+						    p.ino != ino || p.chunk != idx))
+				PROBLEM(f, "inode %llu chunk %llu: no matching phys entry",
+					(unsigned long long)ino, (unsigned long long)idx);
+		}
+		charge_chunk(f, &c, &blocks);
+		stored += c.plen;
+		mapped += c.llen;
+		chunks++;
+		if (c.codec == CSDFS_CODEC_NONE)
+			raw++;
+		if (f->opts->verify_data)
+			verify_data(f, ino, idx, cs, &c);
+	}
+	csdfs_cursor_close(cur);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (blocks != rec->phys_blocks || stored != rec->stored_bytes ||
+	    mapped != rec->mapped_bytes || chunks != rec->stored_chunks ||
+	    raw != rec->raw_chunks)
+		PROBLEM(f, "inode %llu: accounting differs from its chunks (blocks %llu vs %llu, stored %llu vs %llu)",
+			(unsigned long long)ino, (unsigned long long)rec->phys_blocks,
+			(unsigned long long)blocks, (unsigned long long)rec->stored_bytes,
+			(unsigned long long)stored);
+	f->sum.stored_bytes += stored;
+	f->sum.mapped_bytes += mapped;
+	f->sum.stored_chunks += chunks;
+	f->sum.raw_chunks += raw;
+	return 0;
+}
+
+static int add_target(struct fsck *f, uint64_t ino)
+{
+	if (f->ntargets == f->captargets) {
+		size_t cap = f->captargets ? f->captargets * 2 : 1024;
+		uint64_t *t = realloc(f->targets, cap * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		f->targets = t;
+		f->captargets = cap;
+	}
+	f->targets[f->ntargets++] = ino;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int check_dirents(struct fsck *f)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	int rc;
+
+	rc = csdfs_cursor_open(f->txn, CSDFS_DB_DIRENTS, &cur);
+	if (rc)
+		return rc;
+	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
+		struct csdfs_inode_disk p, t;
+		struct csdfs_dirent_disk d;
+		uint64_t parent;
+
+		if (k.len <= 8 || v.len != sizeof(d)) {
+			PROBLEM(f, "dirent: malformed record");
+			continue;
+		}
+		parent = csdfs_be64_get(k.data);
+		memcpy(&d, v.data, sizeof(d));
+		if (csdfs_irec_load(f->txn, parent, &p) || !S_ISDIR(p.mode))
+			PROBLEM(f, "dirent '%.*s': parent %llu is not a live directory",
+				(int)(k.len - 8), (const char *)k.data + 8,
+				(unsigned long long)parent);
+		if (csdfs_irec_load(f->txn, d.ino, &t)) {
+			PROBLEM(f, "dirent '%.*s' in %llu points at missing inode %llu",
+				(int)(k.len - 8), (const char *)k.data + 8,
+				(unsigned long long)parent, (unsigned long long)d.ino);
+			continue;
+		}
+		if ((t.mode & S_IFMT) != d.type)
+			PROBLEM(f, "dirent '%.*s': type differs from inode %llu",
+				(int)(k.len - 8), (const char *)k.data + 8,
+				(unsigned long long)d.ino);
+		rc = add_target(f, d.ino);
+		if (rc)
+			break;
+		if (S_ISDIR(t.mode))
+			rc = add_target(f, parent);  /* a subdir's ".." */
+		if (rc)
+			break;
+	}
+	csdfs_cursor_close(cur);
+	if (rc && rc != -ENOENT)
+		return rc;
+	qsort(f->targets, f->ntargets, sizeof(*f->targets), cmp_u64);
+	return 0;
+}
+
+static uint64_t links_to(struct fsck *f, uint64_t ino)
+{
+	size_t lo = 0, hi = f->ntargets, n = 0;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (f->targets[mid] < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo + n < f->ntargets && f->targets[lo + n] == ino)
+		n++;
+	return n;
+}
+
+static int check_inodes(struct fsck *f)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	int rc;
+
+	rc = csdfs_cursor_open(f->txn, CSDFS_DB_INODES, &cur);
+	if (rc)
+		return rc;
+	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
+		struct csdfs_inode_disk rec;
+		uint64_t ino, want;
+		struct csdfs_val ov;
+		uint8_t key[8];
+
+		if (k.len != 8 || v.len != sizeof(rec)) {
+			PROBLEM(f, "inode: malformed record");
+			continue;
+		}
+		ino = csdfs_be64_get(k.data);
+		memcpy(&rec, v.data, sizeof(rec));
+		want = links_to(f, ino);
+		if (S_ISDIR(rec.mode) && rec.nlink)
+			want += ino == CSDFS_ROOT_INO ? 2 : 1;  /* ".", and root's ".." */
+		if (rec.nlink != want)
+			PROBLEM(f, "inode %llu: link count %u, but %llu links found",
+				(unsigned long long)ino, rec.nlink, (unsigned long long)want);
+		csdfs_be64_put(key, ino);
+		if (!rec.nlink && csdfs_meta_get(f->txn, CSDFS_DB_ORPHANS, key, 8, &ov)) {
+			PROBLEM(f, "inode %llu: unlinked but not recorded as an orphan",
+				(unsigned long long)ino);
+			f->fixable_orphans++;
+		}
+		rc = check_inode(f, ino, &rec);
+		if (rc)
+			break;
+	}
+	csdfs_cursor_close(cur);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static void check_blocks(struct fsck *f)
+{
+	for (uint64_t b = CSDFS_FIRST_DATA_BLOCK; b < f->total; b++) {
+		if (f->used[b] && f->isfree[b])
+			PROBLEM(f, "block %llu is both free and in use", (unsigned long long)b);
+		else if (!f->used[b] && !f->isfree[b]) {
+			PROBLEM(f, "block %llu is leaked (neither free nor in use)",
+				(unsigned long long)b);
+			f->fixable_leaks++;
+		}
+		if (f->used[b] && f->charge[b] != 1)
+			PROBLEM(f, "block %llu is charged to %u chunks (must be 1)",
+				(unsigned long long)b, f->charge[b]);
+		if (!f->used[b] && f->charge[b])
+			PROBLEM(f, "block %llu is charged but unused", (unsigned long long)b);
+		if (f->used[b])
+			f->sum.used_blocks++;
+	}
+}
+
+static void check_counters(struct fsck *f)
+{
+	const struct csdfs_counters_disk *c = &f->vol->counters;
+
+	if (c->stored_bytes != f->sum.stored_bytes || c->mapped_bytes != f->sum.mapped_bytes ||
+	    c->stored_chunks != f->sum.stored_chunks || c->raw_chunks != f->sum.raw_chunks ||
+	    c->inodes != f->sum.inodes) {
+		PROBLEM(f, "volume counters differ from the sums of the inodes");
+		f->counters_bad++;
+	}
+}
+
+static int repair(struct fsck *f)
+{
+	struct csdfs_txn *txn = f->vol->group;
+	int rc = 0;
+
+	for (uint64_t b = CSDFS_FIRST_DATA_BLOCK; b < f->total && !rc; b++)
+		if (!f->used[b] && !f->isfree[b])
+			rc = csdfs_freemap_give(txn, b, 1);
+	if (!rc && f->fixable_orphans) {
+		struct csdfs_cursor *cur;
+		struct csdfs_val k, v;
+
+		rc = csdfs_cursor_open(txn, CSDFS_DB_INODES, &cur);
+		for (int r = rc ? rc : csdfs_cursor_first(cur, &k, &v); !rc && !r;
+		     r = csdfs_cursor_next(cur, &k, &v)) {
+			struct csdfs_inode_disk rec;
+
+			memcpy(&rec, v.data, sizeof(rec));
+			if (!rec.nlink)
+				rc = csdfs_meta_put(txn, CSDFS_DB_ORPHANS, k.data, 8, "", 0, 0);
+		}
+		csdfs_cursor_close(cur);
+	}
+	if (!rc) {
+		struct csdfs_counters_disk c = f->vol->counters;
+
+		c.stored_bytes = f->sum.stored_bytes;
+		c.mapped_bytes = f->sum.mapped_bytes;
+		c.stored_chunks = f->sum.stored_chunks;
+		c.raw_chunks = f->sum.raw_chunks;
+		c.inodes = f->sum.inodes;
+		c.used_blocks = f->sum.used_blocks;
+		rc = csdfs_meta_put(txn, CSDFS_DB_META, "counters", 8, &c, sizeof(c), 0);
+	}
+	if (!rc)
+		rc = csdfs_meta_commit(txn);
+	else
+		csdfs_meta_abort(txn);
+	f->vol->group = NULL;
+	return rc;
+}
+
+int csdfs_fsck(const char *path, const struct csdfs_fsck_opts *opts)
+{
+	struct csdfs_mount_opts mo = { .read_only = true, .no_commit_thread = true };
+	struct fsck f;
+	char err[512];
+	int rc, result;
+
+	memset(&f, 0, sizeof(f));
+	f.opts = opts;
+	rc = csdfs_vol_open(path, &mo, &f.vol, err, sizeof(err));
+	if (rc) {
+		csdfs_log(LOG_ERR, "%s", err);
+		return FSCK_OPERROR;
+	}
+	f.txn = f.vol->group;
+	f.total = f.vol->sb.total_blocks;
+	f.charge = calloc(f.total, 1);
+	f.used = calloc(f.total, 1);
+	f.isfree = calloc(f.total, 1);
+	if (!f.charge || !f.used || !f.isfree) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = check_free(&f);
+	if (!rc)
+		rc = check_phys(&f);
+	if (!rc)
+		rc = check_dirents(&f);
+	if (!rc)
+		rc = check_inodes(&f);
+	if (rc)
+		goto out;
+	check_blocks(&f);
+	check_counters(&f);
+	if (opts->verbose)
+		csdfs_log(LOG_INFO, "checked %llu inodes, %llu chunks, %llu used blocks: %u problems",
+			  (unsigned long long)f.sum.inodes, (unsigned long long)f.sum.stored_chunks,
+			  (unsigned long long)f.sum.used_blocks, f.errors);
+out:
+	if (rc) {
+		csdfs_log(LOG_ERR, "check aborted: %s", strerror(-rc));
+		result = FSCK_OPERROR;
+	} else if (!f.errors) {
+		result = FSCK_OK;
+	} else if (opts->repair && f.errors == f.fixable_leaks + f.fixable_orphans + f.counters_bad) {
+		rc = repair(&f);
+		if (rc) {
+			csdfs_log(LOG_ERR, "repair failed: %s", strerror(-rc));
+			result = FSCK_ERRORS | FSCK_OPERROR;
+		} else {
+			csdfs_log(LOG_NOTICE, "repaired: %u leaked blocks freed, %u orphans recorded, counters rewritten",
+				  f.fixable_leaks, f.fixable_orphans);
+			result = FSCK_CORRECTED;
+		}
+	} else {
+		if (opts->repair)
+			csdfs_log(LOG_ERR, "not repairing: some problems cannot be fixed without risking data (only leaked blocks, orphans and counters are repaired)");
+		result = FSCK_ERRORS;
+	}
+	free(f.charge);
+	free(f.used);
+	free(f.isfree);
+	free(f.targets);
+	csdfs_vol_close(f.vol);
+	return result;
+}

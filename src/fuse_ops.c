@@ -1,0 +1,508 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * FUSE glue: translate each low-level request into one libcsdfs call and
+ * exactly one reply. No decisions here (STYLE: translate, never decide) and
+ * no lock is held across a reply: libcsdfs has released its locks by the
+ * time it returns.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "csdfs/log.h"
+#include "fuse_ops.h"
+
+#define MAX_WRITE (1u << 20)
+
+static struct csdfs_fuse *ctx(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct csdfs_vol *vol_of(fuse_req_t req)
+{
+	return ctx(req)->vol;
+}
+
+static void cred_of(fuse_req_t req, struct csdfs_cred *cred)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+
+	cred->uid = c->uid;
+	cred->gid = c->gid;
+}
+
+/* Reply with a new entry and count the kernel's reference. */
+static void reply_entry(fuse_req_t req, int rc, const struct stat *st)
+{
+	struct fuse_entry_param e;
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = st->st_ino;
+	e.attr = *st;
+	e.attr_timeout = ctx(req)->attr_timeout;
+	e.entry_timeout = ctx(req)->attr_timeout;
+	csdfs_fs_ref(vol_of(req), st->st_ino);
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		csdfs_fs_forget(vol_of(req), st->st_ino, 1);  /* interrupted */
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct csdfs_fuse *f = userdata;
+
+	conn->max_write = MAX_WRITE;
+	/* We are the only writer: the page cache never goes stale behind
+	 * the kernel's back, so mtime changes need not invalidate it. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (f->writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct stat st;
+
+	reply_entry(req, csdfs_fs_lookup(vol_of(req), parent, name, &st), &st);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	csdfs_fs_forget(vol_of(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		csdfs_fs_forget(vol_of(req), forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = csdfs_fs_getattr(vol_of(req), ino, &st);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, ctx(req)->attr_timeout);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	static const struct { int fuse; unsigned ours; } map[] = {
+		{ FUSE_SET_ATTR_MODE, CSDFS_SET_MODE },
+		{ FUSE_SET_ATTR_UID, CSDFS_SET_UID },
+		{ FUSE_SET_ATTR_GID, CSDFS_SET_GID },
+		{ FUSE_SET_ATTR_SIZE, CSDFS_SET_SIZE },
+		{ FUSE_SET_ATTR_ATIME, CSDFS_SET_ATIME },
+		{ FUSE_SET_ATTR_MTIME, CSDFS_SET_MTIME },
+		{ FUSE_SET_ATTR_ATIME_NOW, CSDFS_SET_ATIME_NOW },
+		{ FUSE_SET_ATTR_MTIME_NOW, CSDFS_SET_MTIME_NOW },
+		{ FUSE_SET_ATTR_CTIME, CSDFS_SET_CTIME },
+	};
+	unsigned mask = 0;
+	struct stat st;
+	int rc;
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (to_set & map[i].fuse)
+			mask |= map[i].ours;
+	rc = csdfs_fs_setattr(vol_of(req), ino, attr, mask, &st);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, ctx(req)->attr_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[4097];
+	int rc = csdfs_fs_readlink(vol_of(req), ino, buf, sizeof(buf) - 1);
+
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	buf[rc] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct csdfs_cred cred;
+	struct stat st;
+
+	cred_of(req, &cred);
+	reply_entry(req, csdfs_fs_mknod(vol_of(req), &cred, parent, name, mode,
+					rdev, &st), &st);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	op_mknod(req, parent, name, S_IFDIR | (mode & 07777), 0);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	struct csdfs_cred cred;
+	struct stat st;
+
+	cred_of(req, &cred);
+	reply_entry(req, csdfs_fs_symlink(vol_of(req), &cred, parent, name, link,
+					  &st), &st);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	struct stat st;
+
+	reply_entry(req, csdfs_fs_link(vol_of(req), ino, newparent, newname, &st),
+		    &st);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -csdfs_fs_unlink(vol_of(req), parent, name));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -csdfs_fs_rmdir(vol_of(req), parent, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	unsigned ours = 0;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (flags & RENAME_NOREPLACE)
+		ours |= CSDFS_RENAME_NOREPLACE;
+	if (flags & RENAME_EXCHANGE)
+		ours |= CSDFS_RENAME_EXCHANGE;
+	fuse_reply_err(req, -csdfs_fs_rename(vol_of(req), parent, name, newparent,
+					      newname, ours));
+}
+
+/* File handles carry only the open flags that change write semantics. */
+static void set_open_flags(struct fuse_file_info *fi)
+{
+	fi->fh = (uint64_t)(fi->flags & (O_SYNC | O_DSYNC));
+	fi->keep_cache = 1;
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct csdfs_cred cred;
+	struct fuse_entry_param e;
+	struct stat st;
+	int rc;
+
+	cred_of(req, &cred);
+	rc = csdfs_fs_mknod(vol_of(req), &cred, parent, name,
+			    S_IFREG | (mode & 07777), 0, &st);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = st.st_ino;
+	e.attr = st;
+	e.attr_timeout = e.entry_timeout = ctx(req)->attr_timeout;
+	set_open_flags(fi);
+	csdfs_fs_ref(vol_of(req), st.st_ino);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		csdfs_fs_forget(vol_of(req), st.st_ino, 1);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = csdfs_fs_getattr(vol_of(req), ino, &st);
+
+	if (!rc && S_ISDIR(st.st_mode))
+		rc = -EISDIR;
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	set_open_flags(fi);
+	fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	char *buf = malloc(size ? size : 1);
+	ssize_t n;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = csdfs_fs_read(vol_of(req), ino, buf, size, (uint64_t)off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	ssize_t n = csdfs_fs_write(vol_of(req), ino, buf, size, (uint64_t)off,
+				   fi->fh & (O_SYNC | O_DSYNC));
+
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -csdfs_fs_fsync(vol_of(req), ino));
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct csdfs_dirsnap *snap;
+	struct stat st;
+	int rc = csdfs_fs_getattr(vol_of(req), ino, &st);
+
+	if (!rc && !S_ISDIR(st.st_mode))
+		rc = -ENOTDIR;
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	snap = calloc(1, sizeof(*snap));
+	if (!snap) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)snap;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		free(snap);
+}
+
+/* The listing is a snapshot taken at offset 0 (the first read, or a
+ * rewinddir), so offsets stay stable while entries come and go. */
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct csdfs_dirsnap *snap = (struct csdfs_dirsnap *)(uintptr_t)fi->fh;
+	char *buf;
+	size_t used = 0;
+
+	if (off == 0) {
+		struct csdfs_dirsnap fresh;
+		int rc = csdfs_fs_readdir_snapshot(vol_of(req), ino, &fresh);
+
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		csdfs_dirsnap_free(snap);
+		*snap = fresh;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = (size_t)off; i < snap->n; i++) {
+		struct stat st;
+		size_t n;
+
+		memset(&st, 0, sizeof(st));
+		st.st_ino = snap->ents[i].ino;
+		st.st_mode = snap->ents[i].type;
+		n = fuse_add_direntry(req, buf + used, size - used,
+				      snap->ents[i].name, &st, (off_t)(i + 1));
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct csdfs_dirsnap *snap = (struct csdfs_dirsnap *)(uintptr_t)fi->fh;
+
+	csdfs_dirsnap_free(snap);
+	free(snap);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -csdfs_fs_fsync(vol_of(req), ino));
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	int rc = csdfs_fs_statfs(vol_of(req), &sv);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	fuse_reply_err(req, -csdfs_fs_setxattr(vol_of(req), ino, name, value,
+						size, flags));
+}
+
+/* getxattr and listxattr share the size-probe protocol. */
+static void reply_sized(fuse_req_t req, int rc, const char *buf, size_t size)
+{
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (!size)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_sized(req, csdfs_fs_getxattr(vol_of(req), ino, name, buf, size),
+		    buf, size);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_sized(req, csdfs_fs_listxattr(vol_of(req), ino, buf, size), buf,
+		    size);
+	free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, -csdfs_fs_removexattr(vol_of(req), ino, name));
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			 off_t offset, off_t length, struct fuse_file_info *fi)
+{
+	if (offset < 0 || length <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	fuse_reply_err(req, -csdfs_fs_fallocate(vol_of(req), ino, mode,
+						 (uint64_t)offset,
+						 (uint64_t)length));
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	uint64_t res;
+	int rc;
+
+	if (off < 0) {
+		fuse_reply_err(req, ENXIO);
+		return;
+	}
+	rc = csdfs_fs_lseek(vol_of(req), ino, (uint64_t)off, whence, &res);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_lseek(req, (off_t)res);
+}
+
+const struct fuse_lowlevel_ops csdfs_fuse_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.symlink = op_symlink,
+	.link = op_link,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.create = op_create,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+};

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/* The FUSE low-level operation table (fuse_ops.c) and its settings. */
+#ifndef CSDFS_FUSE_OPS_H
+#define CSDFS_FUSE_OPS_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include "csdfs/csdfs.h"
+
+struct csdfs_fuse {
+	struct csdfs_vol *vol;
+	int writeback_cache;
+	double attr_timeout;
+};
+
+extern const struct fuse_lowlevel_ops csdfs_fuse_ops;
+
+#endif

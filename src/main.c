@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * csdfs: the mount daemon. Parses options (one fuse_opt table, help text
+ * beside it), opens and verifies the volume BEFORE mounting so every refusal
+ * reaches the terminal, mounts, daemonises, then serves with libfuse's
+ * multithreaded loop. fusermount3 -u ends the loop; the volume is then
+ * committed and closed, and the exit status says whether that worked.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "csdfs/log.h"
+#include "fuse_ops.h"
+
+struct options {
+	char *volume;
+	char *mountpoint;
+	unsigned commit_ms;
+	unsigned max_threads;
+	char *cache_size;
+	int writeback_cache;
+	int foreground;
+	int debug;
+	int help;
+	int version;
+	int allow_other;
+	int no_allow_other;
+};
+
+#define OPT(t, p) { t, offsetof(struct options, p), 1 }
+static const struct fuse_opt option_spec[] = {
+	OPT("commit_ms=%u", commit_ms),        /* group-commit interval */
+	OPT("max_threads=%u", max_threads),    /* FUSE worker threads */
+	OPT("cache_size=%s", cache_size),      /* decompressed-chunk cache */
+	OPT("writeback_cache", writeback_cache),
+	OPT("allow_other", allow_other),
+	OPT("noallow_other", no_allow_other),
+	OPT("-f", foreground),
+	OPT("-d", debug),
+	OPT("debug", debug),
+	OPT("-h", help),
+	OPT("--help", help),
+	OPT("-V", version),
+	OPT("--version", version),
+	FUSE_OPT_END
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+"usage: csdfs [-f] [-d] [-o OPT[,OPT...]] VOLUME MOUNTPOINT\n"
+"\n"
+"Mount the csdfs volume VOLUME (made by csdfs-mkfs) on MOUNTPOINT.\n"
+"Unmount with: fusermount3 -u MOUNTPOINT\n"
+"\n"
+"  -f                  stay in the foreground\n"
+"  -d                  debug output (implies -f)\n"
+"  -h, --help          this help\n"
+"  -V, --version       version\n"
+"\n"
+"  -o commit_ms=N      group-commit interval in ms (default 1000); an\n"
+"                      un-fsynced crash loses at most about this much\n"
+"  -o max_threads=N    FUSE worker threads (default 16)\n"
+"  -o cache_size=SIZE  decompressed-chunk cache (accepted; see csdfs(8))\n"
+"  -o writeback_cache  let the kernel batch buffered writes (faster; voids\n"
+"                      the atomic-write guarantee for buffered writes)\n"
+"  -o allow_other      let other users in (default when run as root);\n"
+"                      -o noallow_other turns it off\n"
+"Other -o options are passed to FUSE (see mount.fuse3(8)).\n");
+}
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct options *o = data;
+
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;
+	if (!o->volume) {
+		o->volume = realpath(arg, NULL);
+		if (!o->volume)
+			o->volume = strdup(arg);
+		return 0;
+	}
+	if (!o->mountpoint) {
+		o->mountpoint = strdup(arg);
+		return 0;
+	}
+	fprintf(stderr, "csdfs: unexpected argument '%s'\n", arg);
+	return -1;
+}
+
+static void fuse_log_bridge(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	char msg[1024];
+	size_t n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	if (n && msg[n - 1] == '\n')
+		msg[n - 1] = '\0';
+	csdfs_log((int)level, "%s", msg);
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct csdfs_mount_opts mo = { .no_commit_thread = true };
+	struct fuse_loop_config *loop;
+	struct csdfs_fuse f = { .attr_timeout = 1.0 };
+	struct options o = { 0 };
+	struct fuse_session *se;
+	char err[512], fsname[4200];
+	int rc, ret = 1;
+
+	if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == -1)
+		return 1;
+	if (o.help) {
+		usage(stdout);
+		return 0;
+	}
+	if (o.version) {
+		printf("csdfs 0.1.0 (format %u)\n", CSDFS_FORMAT_VERSION);
+		return 0;
+	}
+	if (!o.volume || !o.mountpoint) {
+		fprintf(stderr, "csdfs: %s (try --help)\n",
+			!o.volume ? "missing VOLUME and MOUNTPOINT" : "missing MOUNTPOINT");
+		return 1;
+	}
+	if (o.cache_size) {
+		uint64_t sz;
+
+		if (csdfs_parse_size(o.cache_size, &sz)) {
+			fprintf(stderr, "csdfs: bad cache_size '%s'\n", o.cache_size);
+			return 1;
+		}
+	}
+	if (o.max_threads > 256) {
+		fprintf(stderr, "csdfs: max_threads %u is too large (at most 256)\n",
+			o.max_threads);
+		return 1;
+	}
+	if (o.debug) {
+		o.foreground = 1;
+		csdfs_log_set_level(LOG_DEBUG);
+		fuse_opt_add_arg(&args, "-d");
+	}
+	fuse_set_log_func(fuse_log_bridge);
+
+	mo.commit_ms = o.commit_ms;
+	rc = csdfs_vol_open(o.volume, &mo, &f.vol, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "csdfs: %s\n", err);
+		return 1;
+	}
+	/* LMDB environments must not cross a fork: when daemonising, the
+	 * open above only verified the volume; the child opens it again. */
+	if (!o.foreground) {
+		csdfs_vol_close(f.vol);
+		f.vol = NULL;
+	}
+	f.writeback_cache = o.writeback_cache;
+
+	snprintf(fsname, sizeof(fsname), "-ofsname=csdfs:%s,subtype=csdfs,default_permissions",
+		 o.volume);
+	fuse_opt_add_arg(&args, fsname);
+	if ((o.allow_other || getuid() == 0) && !o.no_allow_other)
+		fuse_opt_add_arg(&args, "-oallow_other");
+
+	se = fuse_session_new(&args, &csdfs_fuse_ops, sizeof(csdfs_fuse_ops), &f);
+	if (!se) {
+		fprintf(stderr, "csdfs: cannot create the FUSE session\n");
+		goto out_close;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		fprintf(stderr, "csdfs: cannot install signal handlers\n");
+		goto out_destroy;
+	}
+	if (fuse_session_mount(se, o.mountpoint)) {
+		fprintf(stderr, "csdfs: cannot mount on '%s'\n", o.mountpoint);
+		goto out_signals;
+	}
+	if (fuse_daemonize(o.foreground)) {
+		fprintf(stderr, "csdfs: cannot daemonise\n");
+		goto out_unmount;
+	}
+	if (!o.foreground) {
+		csdfs_log_use_syslog(true, "csdfs");
+		rc = csdfs_vol_open(o.volume, &mo, &f.vol, err, sizeof(err));
+		if (rc) {
+			csdfs_log(LOG_ERR, "%s", err);
+			goto out_unmount;
+		}
+	}
+	rc = csdfs_vol_start(f.vol);
+	if (rc) {
+		csdfs_log(LOG_ERR, "cannot start the commit thread: %s", strerror(-rc));
+		goto out_unmount;
+	}
+	loop = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_clone_fd(loop, 0);
+	fuse_loop_cfg_set_max_threads(loop, o.max_threads ? o.max_threads : 16);
+	fuse_loop_cfg_set_idle_threads(loop, 8);
+	ret = fuse_session_loop_mt(se, loop) ? 1 : 0;
+	fuse_loop_cfg_destroy(loop);
+
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_destroy:
+	fuse_session_destroy(se);
+out_close:
+	rc = csdfs_vol_close(f.vol);
+	if (rc) {
+		csdfs_log(LOG_ERR, "final commit of '%s' failed: %s", o.volume, strerror(-rc));
+		ret = 1;
+	}
+	fuse_opt_free_args(&args);
+	free(o.volume);
+	free(o.mountpoint);
+	free(o.cache_size);
+	return ret;
+}

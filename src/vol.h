@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal shared state of libcsdfs: the volume, the per-operation context
+ * and the helpers the modules (dir.c, file.c, xattr.c, extent_map.c, ...)
+ * call on each other. Not installed; the tools and glue use csdfs.h.
+ */
+#ifndef CSDFS_VOL_H
+#define CSDFS_VOL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "csdfs/alloc.h"
+#include "csdfs/csdfs.h"
+#include "csdfs/format.h"
+#include "csdfs/io.h"
+#include "csdfs/meta.h"
+
+#define CSDFS_STRIPES 256
+#define CSDFS_ITABLE_BUCKETS 4096
+/* Largest file offset we accept: keeps chunk indices and byte offsets far
+ * from overflow and matches what ext4 allows (16 TiB). */
+#define CSDFS_MAX_FILE_SIZE (16ull << 40)
+
+/* Decoded superblock. */
+struct csdfs_super {
+	uint8_t uuid[16];
+	uint64_t total_blocks;
+	uint64_t logical_bytes;
+	uint32_t chunk_size;
+	uint32_t atomic_unit;
+	struct csdfs_codec_spec codec;
+};
+
+/* In-memory inode: exists while the kernel or an operation references it. */
+struct csdfs_inode {
+	uint64_t ino;
+	uint64_t nlookup;          /* itable lock: kernel references */
+	int refs;                  /* itable lock: operations in progress */
+	uint64_t dirty_gen;        /* itable lock: last group that changed it */
+	pthread_rwlock_t io_lock;  /* shared: read/write; exclusive: resize */
+	struct csdfs_inode *next;  /* itable lock */
+};
+
+struct csdfs_itable {
+	pthread_mutex_t lock;
+	struct csdfs_inode *buckets[CSDFS_ITABLE_BUCKETS];
+};
+
+struct csdfs_vol {
+	char *path;
+	struct csdfs_io io;
+	struct csdfs_super sb;
+	struct csdfs_meta *meta;
+
+	pthread_mutex_t lock;      /* see lock order in csdfs.h */
+	struct csdfs_txn *group;   /* lock: open group transaction */
+	uint64_t gen;              /* lock: generation of the open group */
+	uint64_t durable_gen;      /* lock: last generation made durable */
+	bool dirty;                /* lock: group holds changes */
+	uint64_t group_ops;        /* lock: operations in the open group */
+	int failed;                /* lock: -errno after a failed commit */
+	struct csdfs_alloc alloc;  /* lock */
+	struct csdfs_counters_disk counters; /* lock */
+	uint64_t next_ino;         /* lock */
+
+	pthread_mutex_t stripes[CSDFS_STRIPES]; /* chunk write serialisation */
+	struct csdfs_itable itable;
+
+	pthread_t commit_thread;
+	bool commit_thread_running;
+	pthread_cond_t commit_cv;  /* wakes the commit thread (lock) */
+	bool stopping;             /* lock */
+	unsigned commit_ms;
+	bool read_only;
+};
+
+/* One filesystem operation: a nested transaction plus what to apply to the
+ * in-memory state if, and only if, it commits. */
+struct csdfs_op {
+	struct csdfs_vol *vol;
+	struct csdfs_txn *txn;
+	bool writable;
+	int inflight_slot;
+	struct csdfs_counters_disk delta;   /* added (mod 2^64) on commit */
+	struct csdfs_range *freed;          /* blocks to quarantine on commit */
+	size_t nfreed, capfreed;
+};
+
+/* volume.c: operations and commits. op_begin takes vol->lock; op_end
+ * commits (rc == 0) or aborts the nested transaction, then releases it.
+ * A read op uses the group transaction directly and changes nothing. */
+int csdfs_op_begin(struct csdfs_vol *vol, struct csdfs_op *op);
+int csdfs_op_begin_read(struct csdfs_vol *vol, struct csdfs_op *op);
+int csdfs_op_end(struct csdfs_op *op, int rc);
+int csdfs_op_note_freed(struct csdfs_op *op, uint64_t start, uint64_t count);
+/* Mark @ino changed by the current group (fsync needs a commit). */
+void csdfs_op_touch(struct csdfs_op *op, uint64_t ino);
+/* Wait until everything @ino changed is durable. */
+int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino);
+int64_t csdfs_now_ns(void);
+
+/* inode.c */
+int csdfs_irec_load(struct csdfs_txn *txn, uint64_t ino,
+		    struct csdfs_inode_disk *rec);
+int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
+		     const struct csdfs_inode_disk *rec);
+void csdfs_irec_to_stat(uint64_t ino, const struct csdfs_inode_disk *rec,
+			struct stat *st);
+struct csdfs_inode *csdfs_inode_get(struct csdfs_vol *vol, uint64_t ino);
+void csdfs_inode_put(struct csdfs_vol *vol, struct csdfs_inode *in);
+/* Record that @ino changed in group @gen / read that (UINT64_MAX when the
+ * inode is not in memory: unknown, so assume not yet durable). */
+void csdfs_inode_touch(struct csdfs_vol *vol, uint64_t ino, uint64_t gen);
+uint64_t csdfs_inode_dirty_gen(struct csdfs_vol *vol, uint64_t ino);
+void csdfs_irec_apply_attrs(struct csdfs_inode_disk *rec, const struct stat *in,
+			    unsigned mask, int64_t now);
+/* Is the inode referenced by the kernel (lookup count > 0)? */
+bool csdfs_inode_in_use(struct csdfs_vol *vol, uint64_t ino);
+/* Free an unlinked inode's data, xattrs, symlink and records. */
+int csdfs_inode_destroy(struct csdfs_op *op, uint64_t ino);
+void csdfs_itable_init(struct csdfs_itable *t);
+void csdfs_itable_release(struct csdfs_itable *t);
+
+/* freemap.c: the durable free map in LMDB (db "free"). */
+/* Remove the free parts of [start, start + count); *taken = how many. */
+int csdfs_freemap_take(struct csdfs_txn *txn, uint64_t start, uint64_t count,
+		       uint64_t *taken);
+/* Add [start, start + count), coalescing; -EUCLEAN if any is already free. */
+int csdfs_freemap_give(struct csdfs_txn *txn, uint64_t start, uint64_t count);
+/* Call @fn for every part of [start, start + count) that is free. */
+int csdfs_freemap_intersect(struct csdfs_txn *txn, uint64_t start,
+			    uint64_t count,
+			    int (*fn)(void *ctx, uint64_t s, uint64_t n),
+			    void *ctx);
+
+/* extent_map.c: the chunk map. */
+int csdfs_chunk_get(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
+		    struct csdfs_chunk_disk *out);
+/* Replace chunk @idx of @ino (whose record the caller holds in @irec and
+ * stores afterwards) by @nc, or make it a hole when @nc is NULL. Frees the
+ * old chunk's blocks and charges the new chunk's blocks. */
+int csdfs_chunk_set(struct csdfs_op *op, uint64_t ino,
+		    struct csdfs_inode_disk *irec, uint64_t idx,
+		    const struct csdfs_chunk_disk *nc);
+/* Drop every chunk of @ino with index >= @from. */
+int csdfs_chunk_drop_from(struct csdfs_op *op, uint64_t ino,
+			  struct csdfs_inode_disk *irec, uint64_t from);
+void csdfs_chunk_key(uint8_t key[16], uint64_t ino, uint64_t idx);
+
+/* file.c */
+int csdfs_file_truncate(struct csdfs_vol *vol, uint64_t ino, uint64_t size,
+			const struct stat *in, unsigned mask, struct stat *st);
+
+/* xattr.c */
+int csdfs_xattr_drop_all(struct csdfs_op *op, uint64_t ino);
+
+/* container.c: superblock. */
+int csdfs_super_write(struct csdfs_io *io, const struct csdfs_super *sb);
+int csdfs_super_read(struct csdfs_io *io, struct csdfs_super *sb,
+		     char *err, size_t errlen);
+
+/* Counters arithmetic (deltas wrap mod 2^64). */
+static inline void csdfs_counters_add(struct csdfs_counters_disk *a,
+				      const struct csdfs_counters_disk *d)
+{
+	unsigned char *x = (unsigned char *)a;
+	const unsigned char *y = (const unsigned char *)d;
+
+	/* Packed struct: go through memcpy, never a misaligned pointer. */
+	for (size_t i = 0; i < sizeof(*a); i += 8) {
+		uint64_t u, v;
+
+		memcpy(&u, x + i, 8);
+		memcpy(&v, y + i, 8);
+		u += v;
+		memcpy(x + i, &u, 8);
+	}
+}
+
+#endif
