@@ -335,7 +335,12 @@ int csdfs_chunk_drop_from(struct csdfs_op *op, uint64_t ino,
 		if (rc && rc != -ENOENT)
 			return rc;
 		for (int i = 0; i < n; i++) {
-			rc = chunk_kill(op, ino, irec, &recs[i]);
+			/* Killing a neighbour may have moved a block charge onto
+			 * this chunk since the batch was read: use its record
+			 * as it is now. */
+			rc = csdfs_chunk_get(op->txn, ino, idxs[i], &recs[i]);
+			if (!rc)
+				rc = chunk_kill(op, ino, irec, &recs[i]);
 			if (!rc) {
 				csdfs_chunk_key(key, ino, idxs[i]);
 				rc = csdfs_meta_del(op->txn, CSDFS_DB_CHUNKS, key, 16);
