@@ -17,8 +17,6 @@
 #include "csdfs/codec.h"
 
 /* The level range promised by codec.h; ids and this range are user-facing. */
-#define CODEC_ZSTD_LEVEL_MIN (-7)
-#define CODEC_ZSTD_LEVEL_MAX 19
 
 struct codec_ops {
 	const char *name;
@@ -59,8 +57,8 @@ static bool codec_spec_valid(struct csdfs_codec_spec spec)
 		return false;
 	if (!codec_table[spec.id].has_level)
 		return spec.level == 0;
-	return spec.level >= CODEC_ZSTD_LEVEL_MIN &&
-	       spec.level <= CODEC_ZSTD_LEVEL_MAX;
+	return spec.level >= CSDFS_CODEC_ZSTD_LEVEL_MIN &&
+	       spec.level <= CSDFS_CODEC_ZSTD_LEVEL_MAX;
 }
 
 /*
@@ -107,8 +105,8 @@ int csdfs_codec_parse(const char *text, struct csdfs_codec_spec *out)
 		} else if (text[n] != '\0') {
 			continue;
 		}
-		if (level < CODEC_ZSTD_LEVEL_MIN ||
-		    level > CODEC_ZSTD_LEVEL_MAX)
+		if (level < CSDFS_CODEC_ZSTD_LEVEL_MIN ||
+		    level > CSDFS_CODEC_ZSTD_LEVEL_MAX)
 			return -EINVAL;
 		out->id = (uint8_t)id;
 		out->level = (int8_t)level;

@@ -44,7 +44,8 @@ size_t csdfs_codec_bound(size_t llen);
  * CSDFS_CODEC_MIN_SAVING(llen) bytes; otherwise @src is copied raw and
  * *@used is set to {CSDFS_CODEC_NONE, 0}.
  * @used: receives the codec actually used.
- * @return stored length (> 0), or -ENOMEM / -EINVAL / -EIO on codec failure.
+ * @return stored length (> 0), or -ENOMEM / -EIO on codec failure, -EINVAL
+ * for llen == 0, cap < llen, or a level out of range for the codec.
  * Thread-safe: compression contexts are per thread.
  */
 #define CSDFS_CODEC_MIN_SAVING(llen) ((llen) / 16 > 64 ? (llen) / 16 : 64)
@@ -62,7 +63,11 @@ int csdfs_codec_compress(struct csdfs_codec_spec spec, const void *src,
 int csdfs_codec_decompress(uint8_t id, const void *src, size_t plen,
 			   void *dst, size_t llen);
 
-/* Backend entry points (codec_zstd.c, codec_lz4.c); same contracts. */
+/* Backend entry points (codec_zstd.c, codec_lz4.c); same contracts, except
+ * that compress returns -ENOSPC when the output does not fit @cap (the
+ * caller then stores the chunk raw). */
+#define CSDFS_CODEC_ZSTD_LEVEL_MIN (-7)
+#define CSDFS_CODEC_ZSTD_LEVEL_MAX 19
 int csdfs_zstd_compress(int level, const void *src, size_t llen, void *dst,
 			size_t cap);
 int csdfs_zstd_decompress(const void *src, size_t plen, void *dst,
