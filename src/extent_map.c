@@ -44,8 +44,8 @@ int csdfs_chunk_get(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
 	return 0;
 }
 
-static int chunk_put(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
-		     const struct csdfs_chunk_disk *c)
+int csdfs_chunk_put(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
+		    const struct csdfs_chunk_disk *c)
 {
 	uint8_t key[16];
 
@@ -134,7 +134,7 @@ static int charge_move(struct csdfs_op *op, uint64_t cur_ino,
 		c.flags |= CSDFS_CHUNK_CHARGE_LAST;
 	else
 		return -EUCLEAN;
-	rc = chunk_put(op->txn, p->ino, p->chunk, &c);
+	rc = csdfs_chunk_put(op->txn, p->ino, p->chunk, &c);
 	if (rc)
 		return rc;
 	return charge_inode(op, cur_ino, irec, p->ino, 1);
@@ -274,7 +274,7 @@ static int chunk_insert(struct csdfs_op *op, uint64_t ino,
 			    CSDFS_PUT_NOOVERWRITE);
 	if (rc)
 		return rc == -EEXIST ? -EUCLEAN : rc;
-	return chunk_put(op->txn, ino, idx, &c);
+	return csdfs_chunk_put(op->txn, ino, idx, &c);
 }
 
 int csdfs_chunk_set(struct csdfs_op *op, uint64_t ino,

@@ -36,6 +36,7 @@ struct wchunk {
 	uint64_t pa;
 	uint32_t csum;
 	struct csdfs_codec_spec used;
+	bool inplace;              /* test_inplace: overwrite at pa */
 };
 
 struct wplan {
@@ -96,13 +97,13 @@ static void count_csum_error(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 /* Verify and decode stored bytes @stored of @c into @dst (cs bytes: the
  * tail past llen is zeroed). */
 static int decode_chunk(const struct csdfs_chunk_disk *c, const char *stored,
-			char *dst, uint32_t cs)
+			char *dst, uint32_t cs, bool check)
 {
 	int rc;
 
 	if (c->llen > cs || !c->llen)
 		return -EUCLEAN;
-	if (csdfs_crc32c(0, stored, c->plen) != c->csum)
+	if (check && csdfs_crc32c(0, stored, c->plen) != c->csum)
 		return -EUCLEAN;
 	rc = csdfs_codec_decompress(c->codec, stored, c->plen, dst, c->llen);
 	if (rc)
@@ -151,7 +152,7 @@ static int load_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 			return -EUCLEAN;
 		rc = csdfs_io_pread(&vol->io, scratch, c->plen, c->pa);
 		if (!rc)
-			rc = decode_chunk(c, scratch, dst, cs);
+			rc = decode_chunk(c, scratch, dst, cs, !vol->test_inplace);
 		if (rc != -EUCLEAN || attempt)
 			break;
 		{
@@ -242,7 +243,7 @@ static int plan_write(struct wplan *p)
 	for (size_t i = 0; i < p->n && !rc; i++) {
 		struct wchunk *c = &p->c[i];
 
-		if (!c->llen)
+		if (!c->llen || c->inplace)
 			continue;
 		rc = csdfs_alloc_place(&vol->alloc, c->plen, &c->pa);
 		if (!rc) {
@@ -262,17 +263,29 @@ static int plan_write(struct wplan *p)
 	pthread_mutex_unlock(&vol->lock);
 	if (rc)
 		return rc;
+	/* Test-only in-place overwrite, in 4 KiB pieces with a pause between
+	 * them so that a kill lands mid-chunk (see csdfs_mount_opts). */
+	for (size_t i = 0; i < p->n && !rc; i++) {
+		struct wchunk *c = &p->c[i];
+
+		for (uint32_t o = 0; c->inplace && o < c->plen && !rc; o += 4096) {
+			rc = csdfs_io_pwrite(&vol->io, p->pack + c->packoff + o,
+					     c->plen - o < 4096 ? c->plen - o : 4096,
+					     c->pa + o);
+			usleep(2000);
+		}
+	}
 	/* One pwrite per physically contiguous run of chunks. */
 	for (size_t i = 0; i < p->n && !rc; ) {
 		struct wchunk *c = &p->c[i];
 		size_t j = i + 1, len;
 
-		if (!c->llen) {
+		if (!c->llen || c->inplace) {
 			i++;
 			continue;
 		}
 		len = c->plen;
-		while (j < p->n && p->c[j].llen &&
+		while (j < p->n && p->c[j].llen && !p->c[j].inplace &&
 		       p->c[j].pa == c->pa + len &&
 		       p->c[j].packoff == c->packoff + len) {
 			len += p->c[j].plen;
@@ -295,7 +308,13 @@ static int plan_commit(struct wplan *p, struct csdfs_op *op,
 		struct csdfs_chunk_disk d;
 		int rc;
 
-		if (!c->llen) {
+		if (c->inplace) {
+			rc = csdfs_chunk_get(op->txn, p->ino, c->idx, &d);
+			if (!rc) {
+				d.csum = c->csum;
+				rc = csdfs_chunk_put(op->txn, p->ino, c->idx, &d);
+			}
+		} else if (!c->llen) {
 			rc = csdfs_chunk_set(op, p->ino, rec, c->idx, NULL);
 		} else {
 			memset(&d, 0, sizeof(d));
@@ -323,6 +342,27 @@ static void plan_abandon(struct wplan *p)
 		pthread_mutex_unlock(&p->vol->lock);
 		p->slot = -1;
 	}
+}
+
+/* test_inplace: a raw chunk replacing a raw chunk of the same length is
+ * overwritten where it lies. */
+static int mark_inplace(struct csdfs_vol *vol, struct wplan *p)
+{
+	struct wchunk *c = &p->c[p->n - 1];
+	struct csdfs_chunk_disk old;
+	int rc;
+
+	if (!c->llen || c->used.id != CSDFS_CODEC_NONE)
+		return 0;
+	rc = lookup_chunk(vol, p->ino, c->idx, &old);
+	if (rc == -ENOENT)
+		return 0;
+	if (!rc && old.codec == CSDFS_CODEC_NONE && old.plen == c->plen &&
+	    old.llen == c->llen) {
+		c->inplace = true;
+		c->pa = old.pa;
+	}
+	return rc;
 }
 
 static int load_reg(struct csdfs_vol *vol, uint64_t ino,
@@ -384,6 +424,8 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 		if (ws == 0 && (we == cs || cstart + we >= rec.size)) {
 			/* Whole chunk (or all of it that lies before EOF). */
 			rc = plan_add(&plan, idx, buf + (cstart - off), we);
+			if (!rc && vol->test_inplace)
+				rc = mark_inplace(vol, &plan);
 			continue;
 		}
 		if (!tmp) {

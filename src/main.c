@@ -29,6 +29,7 @@ struct options {
 	int version;
 	int allow_other;
 	int no_allow_other;
+	int test_inplace;
 };
 
 #define OPT(t, p) { t, offsetof(struct options, p), 1 }
@@ -39,6 +40,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("writeback_cache", writeback_cache),
 	OPT("allow_other", allow_other),
 	OPT("noallow_other", no_allow_other),
+	OPT("test_inplace", test_inplace),     /* tests only: see csdfs(8) */
 	OPT("-f", foreground),
 	OPT("-d", debug),
 	OPT("debug", debug),
@@ -152,6 +154,9 @@ int main(int argc, char *argv[])
 	fuse_set_log_func(fuse_log_bridge);
 
 	mo.commit_ms = o.commit_ms;
+	mo.test_inplace = o.test_inplace;
+	if (o.test_inplace)
+		fprintf(stderr, "csdfs: WARNING: test_inplace breaks atomic writes; for tests only\n");
 	rc = csdfs_vol_open(o.volume, &mo, &f.vol, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "csdfs: %s\n", err);

@@ -75,6 +75,7 @@ struct csdfs_vol {
 	bool stopping;             /* lock */
 	unsigned commit_ms;
 	bool read_only;
+	bool test_inplace;         /* see csdfs_mount_opts */
 };
 
 /* One filesystem operation: a nested transaction plus what to apply to the
@@ -139,6 +140,10 @@ int csdfs_freemap_intersect(struct csdfs_txn *txn, uint64_t start,
 /* extent_map.c: the chunk map. */
 int csdfs_chunk_get(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
 		    struct csdfs_chunk_disk *out);
+/* Store a chunk record as is (no block accounting: callers that change
+ * pa/plen must use csdfs_chunk_set). */
+int csdfs_chunk_put(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
+		    const struct csdfs_chunk_disk *c);
 /* Replace chunk @idx of @ino (whose record the caller holds in @irec and
  * stores afterwards) by @nc, or make it a hole when @nc is NULL. Frees the
  * old chunk's blocks and charges the new chunk's blocks. */

@@ -635,6 +635,14 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 		snprintf(err, errlen, "cannot open '%s': %s", cpath, strerror(-rc));
 		goto out_free;
 	}
+	if (opts && opts->io_hook) {
+		rc = opts->io_hook(&vol->io, opts->io_hook_arg);
+		if (rc) {
+			snprintf(err, errlen, "I/O hook failed: %s", strerror(-rc));
+			goto out_free;
+		}
+	}
+	vol->test_inplace = opts && opts->test_inplace;
 	rc = csdfs_super_read(&vol->io, &vol->sb, err, errlen);
 	if (rc)
 		goto out_free;

@@ -93,11 +93,19 @@ static int virtual_get(struct csdfs_op *op, uint64_t ino, const char *attr,
 {
 	struct usage u;
 	char spec[32];
-	int rc = usage_of(op, ino, &u);
-	bool volume = rc == 1;
+	int rc;
+	bool volume;
 
+	/* Answered on every inode, directories included. */
+	if (!strcmp(attr, "atomic_write_unit"))
+		return snprintf(buf, len, "%u", op->vol->sb.atomic_unit);
+	rc = usage_of(op, ino, &u);
+	volume = rc == 1;
 	if (rc < 0)
 		return rc;
+	if (volume && !strcmp(attr, "checksum_errors"))
+		return snprintf(buf, len, "%llu",
+				(unsigned long long)op->vol->counters.csum_errors);
 	if (!strcmp(attr, "logical"))
 		return snprintf(buf, len, "%llu", (unsigned long long)u.logical);
 	if (!strcmp(attr, "physical"))
@@ -108,8 +116,6 @@ static int virtual_get(struct csdfs_op *op, uint64_t ino, const char *attr,
 		return snprintf(buf, len, "%llu", (unsigned long long)u.chunks);
 	if (!strcmp(attr, "incompressible"))
 		return snprintf(buf, len, "%llu", (unsigned long long)u.raw_chunks);
-	if (!strcmp(attr, "atomic_write_unit"))
-		return snprintf(buf, len, "%u", u.unit);
 	if (!strcmp(attr, "ratio"))
 		return format_ratio(buf, len, u.logical, u.physical);
 	if (!strcmp(attr, "savings")) {

@@ -25,6 +25,7 @@
 #include "csdfs/format.h"
 
 struct csdfs_vol;
+struct csdfs_io;
 
 /* Volume creation parameters (csdfs-mkfs). */
 struct csdfs_mkfs_opts {
@@ -50,6 +51,14 @@ struct csdfs_mount_opts {
 	unsigned commit_ms;        /* group-commit interval; 0 = default */
 	bool read_only;            /* fsck: no writes, no commit thread */
 	bool no_commit_thread;     /* offline tools */
+	/* Tests: called on the container's I/O right after it is opened
+	 * (e.g. csdfs_io_fault_install). A non-zero return fails the open. */
+	int (*io_hook)(struct csdfs_io *io, void *arg);
+	void *io_hook_arg;
+	/* Tests only: write full raw chunks in place, without the atomic
+	 * mapping swap and without checksum checks on read, so the torn-write
+	 * checker can prove it detects tearing. Never for real data. */
+	bool test_inplace;
 };
 
 /*

@@ -70,3 +70,27 @@ static inline void csdfs_io_close(struct csdfs_io *io)
 }
 
 #endif
+
+/*
+ * Fault injection (tests): wraps an open csdfs_io so that the @nth call
+ * (1-based, counting pread, pwrite, sync and punch together, or only the
+ * kinds in @kinds) fails with -@err; with @sticky every later call of those
+ * kinds fails too. The wrapped backend keeps working otherwise.
+ */
+#define CSDFS_IO_PREAD  0x1u
+#define CSDFS_IO_PWRITE 0x2u
+#define CSDFS_IO_SYNC   0x4u
+#define CSDFS_IO_PUNCH  0x8u
+#define CSDFS_IO_ALL    0xfu
+
+struct csdfs_io_fault {
+	unsigned kinds;           /* which calls count and can fail */
+	unsigned long long nth;   /* 0 = never fail, just count */
+	int err;                  /* positive errno to inject */
+	int sticky;               /* keep failing after the nth call */
+	unsigned long long calls; /* out: calls of @kinds seen so far */
+	unsigned long long failed;/* out: calls failed */
+};
+
+/* Interpose @f on @io. @f must outlive @io. @return 0 or -ENOMEM. */
+int csdfs_io_fault_install(struct csdfs_io *io, struct csdfs_io_fault *f);

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fault-injecting I/O backend for tests (SQLite test_syscall.c style): it
+ * forwards to the real backend and fails the Nth call with a chosen errno,
+ * once or from then on. Lives in libcsdfs so unit tests can drive a real
+ * volume through it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "csdfs/io.h"
+
+struct fault_state {
+	const struct csdfs_io_ops *inner;
+	void *inner_priv;
+	struct csdfs_io_fault *f;
+};
+
+static int should_fail(struct csdfs_io *io, unsigned kind)
+{
+	struct fault_state *s = io->priv;
+	struct csdfs_io_fault *f = s->f;
+	unsigned long long n;
+
+	if (!(f->kinds & kind))
+		return 0;
+	n = __atomic_add_fetch(&f->calls, 1, __ATOMIC_SEQ_CST);
+	if (f->nth && (n == f->nth || (f->sticky && n > f->nth))) {
+		__atomic_add_fetch(&f->failed, 1, __ATOMIC_SEQ_CST);
+		return -f->err;
+	}
+	return 0;
+}
+
+/* Run the inner op with the inner backend's private pointer in place. */
+#define FORWARD(io, call) ({					\
+	struct fault_state *s_ = (io)->priv;			\
+	int rc_;						\
+	(io)->priv = s_->inner_priv;				\
+	rc_ = s_->inner->call;					\
+	(io)->priv = s_;					\
+	rc_; })
+
+static int fault_pread(struct csdfs_io *io, void *buf, size_t len, uint64_t off)
+{
+	int rc = should_fail(io, CSDFS_IO_PREAD);
+
+	return rc ? rc : FORWARD(io, pread(io, buf, len, off));
+}
+
+static int fault_pwrite(struct csdfs_io *io, const void *buf, size_t len,
+			uint64_t off)
+{
+	int rc = should_fail(io, CSDFS_IO_PWRITE);
+
+	return rc ? rc : FORWARD(io, pwrite(io, buf, len, off));
+}
+
+static int fault_sync(struct csdfs_io *io)
+{
+	int rc = should_fail(io, CSDFS_IO_SYNC);
+
+	return rc ? rc : FORWARD(io, sync(io));
+}
+
+static int fault_punch(struct csdfs_io *io, uint64_t off, uint64_t len)
+{
+	int rc = should_fail(io, CSDFS_IO_PUNCH);
+
+	return rc ? rc : FORWARD(io, punch(io, off, len));
+}
+
+static void fault_close(struct csdfs_io *io)
+{
+	struct fault_state *s = io->priv;
+
+	io->priv = s->inner_priv;
+	io->ops = s->inner;
+	free(s);
+	csdfs_io_close(io);
+}
+
+static const struct csdfs_io_ops fault_ops = {
+	.pread = fault_pread,
+	.pwrite = fault_pwrite,
+	.sync = fault_sync,
+	.punch = fault_punch,
+	.close = fault_close,
+};
+
+int csdfs_io_fault_install(struct csdfs_io *io, struct csdfs_io_fault *f)
+{
+	struct fault_state *s = malloc(sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->inner = io->ops;
+	s->inner_priv = io->priv;
+	s->f = f;
+	io->ops = &fault_ops;
+	io->priv = s;
+	return 0;
+}
