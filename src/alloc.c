@@ -114,7 +114,8 @@ static int find_run(struct csdfs_alloc *a, uint64_t need, uint64_t *start,
 	return -ENOSPC;
 }
 
-int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, uint64_t *pa)
+int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, bool use_reserve,
+		      uint64_t *pa)
 {
 	uint64_t need, start, n;
 
@@ -126,8 +127,13 @@ int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, uint64_t *pa)
 		return 0;
 	}
 	need = (len + BS - 1) / BS;
+	if (!use_reserve && a->navail < need + a->reserve)
+		return -ENOSPC;
 	if (find_run(a, need, &start, &n))
 		return -ENOSPC;
+	/* Never let the head hold the reserve hostage. */
+	if (!use_reserve && n > need && n - need > a->navail - need - a->reserve)
+		n = a->navail - a->reserve;
 	/* Give back the whole blocks the old run never touched. */
 	if (a->head_end) {
 		uint64_t from = (a->head + BS - 1) / BS;
@@ -142,6 +148,20 @@ int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, uint64_t *pa)
 	a->hint = start + n;
 	*pa = start * BS;
 	return 0;
+}
+
+void csdfs_alloc_unplace(struct csdfs_alloc *a, uint64_t pa, uint64_t len)
+{
+	uint64_t from = (pa + BS - 1) / BS, to = (pa + len) / BS;
+
+	/* Placements within a plan are made under one lock hold, so the
+	 * latest one ends exactly at the head of the current run. */
+	if (a->head_end && pa + len == a->head) {
+		a->head = pa;
+		return;
+	}
+	if (to > from)
+		csdfs_alloc_quarantine(a, from, to - from);
 }
 
 int csdfs_alloc_inflight_add(struct csdfs_alloc *a, uint64_t start,

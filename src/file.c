@@ -37,6 +37,7 @@ struct wchunk {
 	uint32_t csum;
 	struct csdfs_codec_spec used;
 	bool inplace;              /* test_inplace: overwrite at pa */
+	bool placed;               /* pa reserved at the allocator's head */
 };
 
 struct wplan {
@@ -49,6 +50,7 @@ struct wplan {
 	char *pack;
 	size_t packlen, packcap;
 	int slot;
+	bool committed;            /* the mapping operation succeeded */
 };
 
 /* ---- chunk stripes ------------------------------------------------------- */
@@ -230,23 +232,70 @@ static int plan_add(struct wplan *p, uint64_t idx, const char *src,
 	return 0;
 }
 
-/* Place every stored chunk at the head and write them out. */
-static int plan_write(struct wplan *p)
+/* Would the plan push the mapped bytes past the logical capacity? Exact:
+ * counts what the chunks it replaces already map. Called under vol->lock. */
+static int check_logical_locked(struct wplan *p)
+{
+	struct csdfs_vol *vol = p->vol;
+	uint64_t add = 0, sub = 0;
+
+	for (size_t i = 0; i < p->n; i++)
+		add += p->c[i].llen;
+	if (vol->counters.mapped_bytes + add <= vol->sb.logical_bytes)
+		return 0;
+	for (size_t i = 0; i < p->n; i++) {
+		struct csdfs_chunk_disk old;
+
+		if (!csdfs_chunk_get(vol->group, p->ino, p->c[i].idx, &old))
+			sub += old.llen;
+	}
+	return vol->counters.mapped_bytes - sub + add <= vol->sb.logical_bytes ?
+	       0 : -ENOSPC;
+}
+
+static int place_locked(struct wplan *p, bool use_reserve)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		struct wchunk *c = &p->c[i];
+		int rc;
+
+		if (!c->llen || c->inplace || c->placed)
+			continue;
+		rc = csdfs_alloc_place(&p->vol->alloc, c->plen, use_reserve, &c->pa);
+		if (rc)
+			return rc;
+		c->placed = true;
+	}
+	return 0;
+}
+
+/*
+ * Place every stored chunk at the head and write them out. Data writes
+ * (@use_reserve false) may not eat into the reserve kept for truncate, hole
+ * punching and unlink. Space freed by the open group only becomes usable
+ * at its commit, so a full volume commits once before giving up.
+ */
+static int plan_write(struct wplan *p, bool use_reserve)
 {
 	struct csdfs_vol *vol = p->vol;
 	uint64_t lo = UINT64_MAX, hi = 0;
-	int rc = 0;
+	int rc;
 
 	pthread_mutex_lock(&vol->lock);
-	if (vol->failed)
-		rc = vol->failed;
+	rc = vol->failed;
+	if (!rc && !use_reserve)
+		rc = check_logical_locked(p);
+	if (!rc)
+		rc = place_locked(p, use_reserve);
+	if (rc == -ENOSPC && (vol->alloc.nquar || vol->dirty)) {
+		rc = csdfs_vol_commit_locked(vol);
+		if (!rc)
+			rc = place_locked(p, use_reserve);
+	}
 	for (size_t i = 0; i < p->n && !rc; i++) {
 		struct wchunk *c = &p->c[i];
 
-		if (!c->llen || c->inplace)
-			continue;
-		rc = csdfs_alloc_place(&vol->alloc, c->plen, &c->pa);
-		if (!rc) {
+		if (c->placed) {
 			lo = c->pa < lo ? c->pa : lo;
 			hi = c->pa + c->plen > hi ? c->pa + c->plen : hi;
 		}
@@ -333,15 +382,22 @@ static int plan_commit(struct wplan *p, struct csdfs_op *op,
 	return 0;
 }
 
-/* Drop an in-flight registration when the plan never reached an op. */
+/* Release what a plan holds at the allocator: its in-flight registration
+ * and, unless its mapping committed, the bytes it placed. */
 static void plan_abandon(struct wplan *p)
 {
-	if (p->slot >= 0) {
-		pthread_mutex_lock(&p->vol->lock);
-		csdfs_alloc_inflight_del(&p->vol->alloc, p->slot);
-		pthread_mutex_unlock(&p->vol->lock);
-		p->slot = -1;
+	struct csdfs_alloc *a = &p->vol->alloc;
+
+	pthread_mutex_lock(&p->vol->lock);
+	if (p->slot >= 0)
+		csdfs_alloc_inflight_del(a, p->slot);
+	p->slot = -1;
+	for (size_t i = p->n; i-- > 0 && !p->committed; ) {
+		if (p->c[i].placed)
+			csdfs_alloc_unplace(a, p->c[i].pa, p->c[i].plen);
+		p->c[i].placed = false;
 	}
+	pthread_mutex_unlock(&p->vol->lock);
 }
 
 /* test_inplace: a raw chunk replacing a raw chunk of the same length is
@@ -452,7 +508,7 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 		}
 	}
 	if (!rc)
-		rc = plan_write(&plan);
+		rc = plan_write(&plan, false);
 	if (!rc) {
 		rc = csdfs_op_begin(vol, &op);
 		if (!rc) {
@@ -471,6 +527,7 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 			if (!rc)
 				csdfs_op_touch(&op, ino);
 			rc = csdfs_op_end(&op, rc);
+			plan.committed = !rc;
 		}
 	}
 	plan_abandon(&plan);
@@ -665,7 +722,7 @@ static int zero_range_plan(struct csdfs_vol *vol, uint64_t ino,
 		}
 	}
 	if (!rc)
-		rc = plan_write(plan);
+		rc = plan_write(plan, true);
 out:
 	free(tmp);
 	free(scratch);
@@ -708,7 +765,10 @@ static int resize_commit(struct csdfs_vol *vol, uint64_t ino, struct wplan *plan
 		if (st)
 			csdfs_irec_to_stat(ino, &rec, st);
 	}
-	return csdfs_op_end(&op, rc);
+	rc = csdfs_op_end(&op, rc);
+	if (plan)
+		plan->committed = !rc;
+	return rc;
 }
 
 int csdfs_file_truncate(struct csdfs_vol *vol, uint64_t ino, uint64_t size,

@@ -99,6 +99,8 @@ int csdfs_op_end(struct csdfs_op *op, int rc);
 int csdfs_op_note_freed(struct csdfs_op *op, uint64_t start, uint64_t count);
 /* Mark @ino changed by the current group (fsync needs a commit). */
 void csdfs_op_touch(struct csdfs_op *op, uint64_t ino);
+/* Commit the open group now (vol->lock held). */
+int csdfs_vol_commit_locked(struct csdfs_vol *vol);
 /* Wait until everything @ino changed is durable. */
 int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino);
 int64_t csdfs_now_ns(void);

@@ -387,7 +387,7 @@ static int reuse_cb(void *ctx, uint64_t start, uint64_t count)
 	return csdfs_alloc_reuse(ctx, start, count);
 }
 
-static int commit_locked(struct csdfs_vol *vol)
+int csdfs_vol_commit_locked(struct csdfs_vol *vol)
 {
 	struct csdfs_range *q;
 	size_t nq;
@@ -439,7 +439,7 @@ int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino)
 
 	pthread_mutex_lock(&vol->lock);
 	if (gen > vol->durable_gen)
-		rc = commit_locked(vol);
+		rc = csdfs_vol_commit_locked(vol);
 	else if (vol->failed)
 		rc = vol->failed;
 	pthread_mutex_unlock(&vol->lock);
@@ -468,7 +468,7 @@ static void *commit_main(void *arg)
 		}
 		pthread_cond_timedwait(&vol->commit_cv, &vol->lock, &ts);
 		if (!vol->stopping && vol->dirty)
-			commit_locked(vol);
+			csdfs_vol_commit_locked(vol);
 	}
 	pthread_mutex_unlock(&vol->lock);
 	return NULL;
@@ -535,6 +535,13 @@ static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 		ERR(-EUCLEAN, "metadata is corrupt: free map larger than the volume");
 	/* The free map is the truth for the used-block counter. */
 	vol->counters.used_blocks = data_blocks - free_blocks;
+	/* Keep 0.5% (64 blocks to 64 MiB) for truncate, punch and unlink on a
+	 * full volume (G5). */
+	vol->alloc.reserve = data_blocks / 200;
+	if (vol->alloc.reserve < 64)
+		vol->alloc.reserve = 64;
+	if (vol->alloc.reserve > 16384)
+		vol->alloc.reserve = 16384;
 	return 0;
 }
 
@@ -672,7 +679,7 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 		rc = reclaim_orphans(vol);
 		if (!rc) {
 			pthread_mutex_lock(&vol->lock);
-			rc = commit_locked(vol);
+			rc = csdfs_vol_commit_locked(vol);
 			pthread_mutex_unlock(&vol->lock);
 		}
 		if (rc) {
@@ -727,7 +734,7 @@ int csdfs_vol_close(struct csdfs_vol *vol)
 		rc = reclaim_orphans(vol);
 		pthread_mutex_lock(&vol->lock);
 		if (!rc)
-			rc = commit_locked(vol);
+			rc = csdfs_vol_commit_locked(vol);
 		pthread_mutex_unlock(&vol->lock);
 	}
 	vol_free(vol);
@@ -746,6 +753,7 @@ int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
 	used_phys = vol->counters.used_blocks;
 	mapped = vol->counters.mapped_bytes;
 	free_phys = vol->sb.total_blocks - CSDFS_FIRST_DATA_BLOCK - used_phys;
+	free_phys = free_phys > vol->alloc.reserve ? free_phys - vol->alloc.reserve : 0;
 	memset(sv, 0, sizeof(*sv));
 	sv->f_files = 1ull << 32;
 	sv->f_ffree = sv->f_files - vol->counters.inodes;

@@ -19,6 +19,7 @@
 #ifndef CSDFS_ALLOC_H
 #define CSDFS_ALLOC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,7 @@ struct csdfs_alloc {
 	uint64_t *bits;          /* 1 = allocatable now */
 	uint64_t navail;         /* set bits */
 	uint64_t hint;           /* next-fit search start */
+	uint64_t reserve;        /* blocks only reserve-allowed placements use */
 	uint64_t head;           /* byte offset of the next placement */
 	uint64_t head_end;       /* byte end of the reserved run */
 	struct csdfs_range *quar;
@@ -55,10 +57,19 @@ void csdfs_alloc_mark_free(struct csdfs_alloc *a, uint64_t start,
  * csdfs_alloc_place - reserve @len bytes (1..CSDFS_CHUNK_MAX + slack) right
  * after the previous placement, moving the head to a new run of free blocks
  * when the current one is too short.
+ * A new run may not dip into the reserve unless @use_reserve.
  * @return 0 with *@pa set, or -ENOSPC when no run of ceil(len/4K) free
  * blocks is available.
  */
-int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, uint64_t *pa);
+int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, bool use_reserve,
+		      uint64_t *pa);
+
+/*
+ * csdfs_alloc_unplace - give back a placement that will never be mapped:
+ * the latest one rewinds the head; an older one quarantines the blocks it
+ * covers entirely (reuse re-checks them against the durable free map).
+ */
+void csdfs_alloc_unplace(struct csdfs_alloc *a, uint64_t pa, uint64_t len);
 
 /* Register bytes [start, end) written by an unfinished operation.
  * @return a slot for csdfs_alloc_inflight_del, or -EAGAIN if all are used. */
