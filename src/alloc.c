@@ -150,6 +150,13 @@ int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, bool use_reserve,
 	return 0;
 }
 
+void csdfs_alloc_align(struct csdfs_alloc *a)
+{
+	uint64_t up = (a->head + BS - 1) / BS * BS;
+
+	a->head = up < a->head_end ? up : a->head_end;
+}
+
 void csdfs_alloc_unplace(struct csdfs_alloc *a, uint64_t pa, uint64_t len)
 {
 	uint64_t from = (pa + BS - 1) / BS, to = (pa + len) / BS;
@@ -235,17 +242,31 @@ static int block_busy(const struct csdfs_alloc *a, uint64_t b)
 	return 0;
 }
 
-int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count)
+int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count,
+		      int (*before)(void *ctx, uint64_t start, uint64_t count),
+		      void *ctx)
 {
+	uint64_t run = 0, run_start = 0;
 	int rc = 0;
 
-	for (uint64_t b = start; b < start + count; b++) {
-		if (b < a->first || b >= a->total)
+	for (uint64_t b = start; b <= start + count; b++) {
+		bool usable = b < start + count && b >= a->first && b < a->total &&
+			      !block_busy(a, b);
+
+		if (usable) {
+			if (!run)
+				run_start = b;
+			run++;
 			continue;
-		if (block_busy(a, b))
-			rc = rc ? rc : csdfs_alloc_quarantine(a, b, 1);
-		else
-			set_range(a, b, 1, 1);
+		}
+		if (run) {
+			if (before)
+				before(ctx, run_start, run);
+			set_range(a, run_start, run, 1);
+			run = 0;
+		}
+		if (b < start + count && b >= a->first && b < a->total && !rc)
+			rc = csdfs_alloc_quarantine(a, b, 1);
 	}
 	return rc;
 }

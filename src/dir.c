@@ -224,6 +224,10 @@ static int create_locked(struct csdfs_op *op, const struct csdfs_cred *cred,
 	rec.chunk_size = dir.chunk_size ? dir.chunk_size : vol->sb.chunk_size;
 	rec.codec = dir.codec;
 	rec.level = dir.level;
+	if (dir.flags & (CSDFS_INODE_CODEC_SET | CSDFS_INODE_CODEC_INHERITED))
+		rec.flags |= CSDFS_INODE_CODEC_INHERITED;
+	if (dir.flags & (CSDFS_INODE_CHUNK_SET | CSDFS_INODE_CHUNK_INHERITED))
+		rec.flags |= CSDFS_INODE_CHUNK_INHERITED;
 	if (target) {
 		rec.size = strlen(target);
 		csdfs_be64_put(key, ino);
@@ -356,10 +360,42 @@ int csdfs_fs_link(struct csdfs_vol *vol, uint64_t ino, uint64_t parent,
 	return csdfs_op_end(&op, rc);
 }
 
-/* Drop one link of @ino (a directory loses its only one); at zero the
- * inode becomes an orphan if still referenced, else it is destroyed. */
+/* A directory holding a link to @ino other than entry @xname in @xdir (a
+ * full scan: only needed when a hard-linked file loses its primary link). */
+static int find_other_link(struct csdfs_txn *txn, uint64_t ino, uint64_t xdir,
+			   const char *xname, uint64_t *dir)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	int rc;
+
+	rc = csdfs_cursor_open(txn, CSDFS_DB_DIRENTS, &cur);
+	if (rc)
+		return rc;
+	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
+		struct csdfs_dirent_disk d;
+
+		if (k.len <= 8 || v.len != sizeof(d))
+			continue;
+		memcpy(&d, v.data, sizeof(d));
+		if (d.ino == ino && !(xname && csdfs_be64_get(k.data) == xdir &&
+				      k.len - 8 == strlen(xname) &&
+				      !memcmp((const char *)k.data + 8, xname, k.len - 8))) {
+			*dir = csdfs_be64_get(k.data);
+			break;
+		}
+	}
+	csdfs_cursor_close(cur);
+	return rc;
+}
+
+/* Drop the link of @ino held by directory @from (a directory loses its
+ * only one); at zero the inode becomes an orphan if still referenced, else
+ * it is destroyed. @still_listed names the entry in @from if the caller has
+ * not removed it yet. */
 static int drop_link(struct csdfs_op *op, uint64_t ino,
-		     struct csdfs_inode_disk *rec, int64_t now)
+		     struct csdfs_inode_disk *rec, int64_t now, uint64_t from,
+		     const char *still_listed)
 {
 	uint8_t key[8];
 	int rc;
@@ -367,6 +403,15 @@ static int drop_link(struct csdfs_op *op, uint64_t ino,
 	rec->nlink = S_ISDIR(rec->mode) ? 0 : rec->nlink - 1;
 	rec->ctime_ns = now;
 	csdfs_op_touch(op, ino);
+	if (rec->nlink && rec->parent == from) {
+		/* Its usage moves to a directory that still links it. */
+		uint64_t dir = 0;
+
+		rc = find_other_link(op->txn, ino, from, still_listed, &dir);
+		if (rc && rc != -ENOENT)
+			return rc;
+		rec->parent = dir;
+	}
 	if (rec->nlink)
 		return csdfs_irec_store(op->txn, ino, rec);
 	if (!csdfs_inode_in_use(op->vol, ino)) {
@@ -413,7 +458,7 @@ static int remove_entry(struct csdfs_vol *vol, uint64_t parent, const char *name
 		rc = csdfs_irec_store(op.txn, parent, &dir);
 	}
 	if (!rc)
-		rc = drop_link(&op, d.ino, &rec, now);
+		rc = drop_link(&op, d.ino, &rec, now, parent, NULL);
 	if (!rc)
 		csdfs_op_touch(&op, parent);
 	return csdfs_op_end(&op, rc);
@@ -480,9 +525,9 @@ static int rename_locked(struct csdfs_op *op, uint64_t p, const char *name,
 			pdir.nlink -= (uint32_t)moved;
 			npdir->nlink += (uint32_t)moved;
 		}
-		if (sdir)
+		if (sdir || srec.parent == p)
 			srec.parent = np;
-		if (ddir)
+		if (ddir || drec.parent == np)
 			drec.parent = p;
 		srec.ctime_ns = drec.ctime_ns = now;
 		rc = csdfs_irec_store(op->txn, s.ino, &srec);
@@ -506,7 +551,7 @@ static int rename_locked(struct csdfs_op *op, uint64_t p, const char *name,
 				npdir->nlink--;
 			}
 			npdir->size--;
-			rc = drop_link(op, d.ino, &drec, now);
+			rc = drop_link(op, d.ino, &drec, now, np, nname);
 			if (rc)
 				return rc;
 		}
@@ -521,7 +566,7 @@ static int rename_locked(struct csdfs_op *op, uint64_t p, const char *name,
 			pdir.nlink--;
 			npdir->nlink++;
 		}
-		if (sdir)
+		if (sdir || srec.parent == p)
 			srec.parent = np;
 		srec.ctime_ns = now;
 		rc = csdfs_irec_store(op->txn, s.ino, &srec);

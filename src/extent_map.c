@@ -180,8 +180,9 @@ static int release_boundary(struct csdfs_op *op, uint64_t cur_ino,
 	return free_blocks(op, block, 1);
 }
 
-static void account(struct csdfs_op *op, struct csdfs_inode_disk *irec,
-		    const struct csdfs_chunk_disk *c, int sign)
+static int account(struct csdfs_op *op, uint64_t ino,
+		   struct csdfs_inode_disk *irec,
+		   const struct csdfs_chunk_disk *c, int sign)
 {
 	uint64_t s = (uint64_t)(int64_t)sign;
 
@@ -196,6 +197,8 @@ static void account(struct csdfs_op *op, struct csdfs_inode_disk *irec,
 		irec->raw_bytes += s * c->llen;
 		op->delta.raw_chunks += s;
 	}
+	return csdfs_op_note_mix(op, ino, c->codec, c->level,
+				 sign * (int64_t)c->llen);
 }
 
 static int chunk_kill(struct csdfs_op *op, uint64_t ino,
@@ -216,7 +219,9 @@ static int chunk_kill(struct csdfs_op *op, uint64_t ino,
 	if (be != bs && (old->flags & CSDFS_CHUNK_CHARGE_LAST))
 		charged++;
 	irec->phys_blocks -= charged;
-	account(op, irec, old, -1);
+	rc = account(op, ino, irec, old, -1);
+	if (rc)
+		return rc;
 	if (be > bs + 1) {
 		rc = free_blocks(op, bs + 1, be - bs - 1);
 		if (rc)
@@ -263,7 +268,9 @@ static int chunk_insert(struct csdfs_op *op, uint64_t ino,
 		c.flags |= CSDFS_CHUNK_CHARGE_LAST;
 	irec->phys_blocks += t_first + t_mid + t_last;
 	op->delta.used_blocks += t_first + t_mid + t_last;
-	account(op, irec, &c, 1);
+	rc = account(op, ino, irec, &c, 1);
+	if (rc)
+		return rc;
 
 	memset(&p, 0, sizeof(p));
 	p.ino = ino;

@@ -32,8 +32,17 @@ int csdfs_irec_load(struct csdfs_txn *txn, uint64_t ino,
 int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
 		     const struct csdfs_inode_disk *rec)
 {
+	struct csdfs_inode_disk old;
 	uint8_t key[8];
+	int rc;
 
+	/* Every store carries its difference up the directory roll-ups. */
+	rc = csdfs_irec_load(txn, ino, &old);
+	if (rc && rc != -ENOENT)
+		return rc;
+	rc = csdfs_rollup_on_store(txn, ino, rc ? NULL : &old, rec);
+	if (rc)
+		return rc;
 	csdfs_be64_put(key, ino);
 	return csdfs_meta_put(txn, CSDFS_DB_INODES, key, 8, rec, sizeof(*rec), 0);
 }
@@ -61,7 +70,8 @@ void csdfs_irec_to_stat(uint64_t ino, const struct csdfs_inode_disk *rec,
 	st->st_size = (off_t)rec->size;
 	/* du shows physical use: 4 KiB container blocks in 512-byte units. */
 	st->st_blocks = (blkcnt_t)(rec->phys_blocks * (CSDFS_BLOCK_SIZE / 512));
-	st->st_blksize = rec->chunk_size ? rec->chunk_size : CSDFS_BLOCK_SIZE;
+	/* Preferred I/O size: large writes pack best (stdio buffers use it). */
+	st->st_blksize = rec->chunk_size > 131072 ? rec->chunk_size : 131072;
 	ns_to_ts(rec->atime_ns, &st->st_atim);
 	ns_to_ts(rec->mtime_ns, &st->st_mtim);
 	ns_to_ts(rec->ctime_ns, &st->st_ctim);
@@ -275,6 +285,8 @@ int csdfs_inode_destroy(struct csdfs_op *op, uint64_t ino)
 		rc = csdfs_meta_del(op->txn, CSDFS_DB_ORPHANS, key, 8);
 		rc = rc == -ENOENT ? 0 : rc;
 	}
+	if (!rc)
+		rc = csdfs_rollup_drop(op->txn, ino);
 	if (!rc)
 		rc = csdfs_meta_del(op->txn, CSDFS_DB_INODES, key, 8);
 	if (!rc)

@@ -30,6 +30,7 @@ struct options {
 	int allow_other;
 	int no_allow_other;
 	int test_inplace;
+	int nopunch;
 };
 
 #define OPT(t, p) { t, offsetof(struct options, p), 1 }
@@ -40,6 +41,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("writeback_cache", writeback_cache),
 	OPT("allow_other", allow_other),
 	OPT("noallow_other", no_allow_other),
+	OPT("nopunch", nopunch),               /* keep freed space in the host file */
 	OPT("test_inplace", test_inplace),     /* tests only: see csdfs(8) */
 	OPT("-f", foreground),
 	OPT("-d", debug),
@@ -70,6 +72,8 @@ static void usage(FILE *out)
 "  -o cache_size=SIZE  decompressed-chunk cache (accepted; see csdfs(8))\n"
 "  -o writeback_cache  let the kernel batch buffered writes (faster; voids\n"
 "                      the atomic-write guarantee for buffered writes)\n"
+"  -o nopunch          do not punch freed ranges out of the container\n"
+"                      (by default freed space goes back to the host)\n"
 "  -o allow_other      let other users in (default when run as root);\n"
 "                      -o noallow_other turns it off\n"
 "Other -o options are passed to FUSE (see mount.fuse3(8)).\n");
@@ -155,6 +159,7 @@ int main(int argc, char *argv[])
 
 	mo.commit_ms = o.commit_ms;
 	mo.test_inplace = o.test_inplace;
+	mo.no_punch = o.nopunch;
 	if (o.test_inplace)
 		fprintf(stderr, "csdfs: WARNING: test_inplace breaks atomic writes; for tests only\n");
 	rc = csdfs_vol_open(o.volume, &mo, &f.vol, err, sizeof(err));

@@ -34,6 +34,10 @@
  *  orphans   ino BE64                 empty: nlink is 0 but the   inode live, nlink 0
  *                                     inode was still open; freed
  *                                     at the next mount
+ *  rollup    dir ino BE64             csdfs_rollup_disk: sums of  equals the sum of
+ *                                     attached files beneath it   its children
+ *  codecmix  ino BE64 + codec u8 +    LE64 logical bytes of that  file: equals its
+ *            level i8                 codec (dirs: subtree sum)   chunks
  *
  * Sentinels: inode 1 is the root directory (its "parent" is itself); no
  * inode 0 exists; block numbers below CSDFS_FIRST_DATA_BLOCK never appear.
@@ -58,6 +62,8 @@ static const char *const db_names[CSDFS_DB_COUNT] = {
 	[CSDFS_DB_XATTRS] = "xattrs",
 	[CSDFS_DB_SYMLINKS] = "symlinks",
 	[CSDFS_DB_ORPHANS] = "orphans",
+	[CSDFS_DB_ROLLUP] = "rollup",
+	[CSDFS_DB_CODECMIX] = "codecmix",
 };
 
 struct csdfs_meta {

@@ -76,6 +76,14 @@ struct csdfs_vol {
 	unsigned commit_ms;
 	bool read_only;
 	bool test_inplace;         /* see csdfs_mount_opts */
+	bool punch;                /* punch freed ranges out of the container */
+};
+
+struct csdfs_mixdelta {
+	uint64_t ino;
+	uint8_t codec;
+	int8_t level;
+	int64_t delta;             /* logical bytes */
 };
 
 /* One filesystem operation: a nested transaction plus what to apply to the
@@ -88,6 +96,8 @@ struct csdfs_op {
 	struct csdfs_counters_disk delta;   /* added (mod 2^64) on commit */
 	struct csdfs_range *freed;          /* blocks to quarantine on commit */
 	size_t nfreed, capfreed;
+	struct csdfs_mixdelta *mix;         /* codec-mix changes to roll up */
+	size_t nmix, capmix;
 };
 
 /* volume.c: operations and commits. op_begin takes vol->lock; op_end
@@ -157,9 +167,33 @@ int csdfs_chunk_drop_from(struct csdfs_op *op, uint64_t ino,
 			  struct csdfs_inode_disk *irec, uint64_t from);
 void csdfs_chunk_key(uint8_t key[16], uint64_t ino, uint64_t idx);
 
+/* rollup.c: directory roll-ups and codec mix. */
+int csdfs_rollup_get(struct csdfs_txn *txn, uint64_t ino,
+		     struct csdfs_rollup_disk *r);
+/* Propagate the change from @old (NULL: new inode) to @rec up the tree. */
+int csdfs_rollup_on_store(struct csdfs_txn *txn, uint64_t ino,
+			  const struct csdfs_inode_disk *old,
+			  const struct csdfs_inode_disk *rec);
+int csdfs_op_note_mix(struct csdfs_op *op, uint64_t ino, uint8_t codec,
+		      int8_t level, int64_t delta);
+/* Apply the operation's codec-mix deltas (before it commits). */
+int csdfs_rollup_flush(struct csdfs_op *op);
+/* Remove @ino's roll-up and codec-mix records. */
+int csdfs_rollup_drop(struct csdfs_txn *txn, uint64_t ino);
+/* Call @fn for each codec-mix entry of @ino (after reading them all). */
+int csdfs_mix_list(struct csdfs_txn *txn, uint64_t ino,
+		   int (*fn)(void *ctx, uint8_t codec, int8_t level, uint64_t bytes),
+		   void *ctx);
+
 /* file.c */
 int csdfs_file_truncate(struct csdfs_vol *vol, uint64_t ino, uint64_t size,
 			const struct stat *in, unsigned mask, struct stat *st);
+
+/* Recompress (setxattr user.csdfs.recompress=N): rewrite up to N chunks
+ * that do not match the file's policy. _left counts those remaining. */
+int csdfs_file_recompress_xattr(struct csdfs_vol *vol, uint64_t ino,
+				const char *value, size_t size);
+int csdfs_file_recompress_left(struct csdfs_vol *vol, uint64_t ino);
 
 /* xattr.c */
 int csdfs_xattr_drop_all(struct csdfs_op *op, uint64_t ino);

@@ -15,6 +15,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +356,8 @@ int csdfs_op_end(struct csdfs_op *op, int rc)
 	struct csdfs_vol *vol = op->vol;
 
 	if (op->writable) {
+		if (!rc)
+			rc = csdfs_rollup_flush(op);
 		if (!rc) {
 			rc = csdfs_meta_commit(op->txn);
 		} else {
@@ -376,15 +379,51 @@ int csdfs_op_end(struct csdfs_op *op, int rc)
 	pthread_mutex_unlock(&vol->lock);
 	free(op->freed);
 	op->freed = NULL;
+	free(op->mix);
+	op->mix = NULL;
 	op->txn = NULL;
 	return rc;
 }
 
 /* ---- group commit -------------------------------------------------------- */
 
+/* Give freed container ranges back to the host filesystem. */
+static int punch_cb(void *ctx, uint64_t start, uint64_t count)
+{
+	struct csdfs_vol *vol = ctx;
+	int rc = csdfs_io_punch(&vol->io, start * CSDFS_BLOCK_SIZE,
+				count * CSDFS_BLOCK_SIZE);
+
+	if (rc && rc != -EOPNOTSUPP)
+		csdfs_log(LOG_WARNING, "cannot punch freed blocks %llu+%llu: %s",
+			  (unsigned long long)start, (unsigned long long)count,
+			  strerror(-rc));
+	return rc;
+}
+
 static int reuse_cb(void *ctx, uint64_t start, uint64_t count)
 {
-	return csdfs_alloc_reuse(ctx, start, count);
+	struct csdfs_vol *vol = ctx;
+
+	return csdfs_alloc_reuse(&vol->alloc, start, count,
+				 vol->punch ? punch_cb : NULL, vol);
+}
+
+/* Bytes this thread has passed to write-family calls (LMDB's own writes
+ * happen in the committing thread), for write amplification. */
+static uint64_t thread_wchar(void)
+{
+	char line[128];
+	uint64_t v = 0;
+	FILE *f = fopen("/proc/thread-self/io", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "wchar: %" SCNu64, &v) == 1)
+			break;
+	fclose(f);
+	return v;
 }
 
 int csdfs_vol_commit_locked(struct csdfs_vol *vol)
@@ -404,7 +443,11 @@ int csdfs_vol_commit_locked(struct csdfs_vol *vol)
 	if (rc) {
 		csdfs_meta_abort(vol->group);
 	} else {
+		uint64_t before = thread_wchar();
+
+		/* Counted into the next commit's counters. */
 		rc = csdfs_meta_commit(vol->group);
+		vol->counters.meta_bytes_written += thread_wchar() - before;
 	}
 	vol->group = NULL;
 	if (!rc)
@@ -425,7 +468,7 @@ int csdfs_vol_commit_locked(struct csdfs_vol *vol)
 	nq = csdfs_alloc_take_quarantine(&vol->alloc, &q);
 	for (size_t i = 0; i < nq && !rc; i++)
 		rc = csdfs_freemap_intersect(vol->group, q[i].start, q[i].count,
-					     reuse_cb, &vol->alloc);
+					     reuse_cb, vol);
 	free(q);
 	if (rc)
 		csdfs_log(LOG_WARNING, "cannot recycle freed blocks: %s", strerror(-rc));
@@ -650,6 +693,7 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 		}
 	}
 	vol->test_inplace = opts && opts->test_inplace;
+	vol->punch = !(opts && opts->no_punch);
 	rc = csdfs_super_read(&vol->io, &vol->sb, err, errlen);
 	if (rc)
 		goto out_free;

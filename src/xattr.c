@@ -36,107 +36,224 @@ static int check_namespace(const char *name)
 	return -EOPNOTSUPP;
 }
 
-/* Totals a virtual attribute reports: a file's own, or the volume's. */
-struct usage {
-	uint64_t logical, physical, stored, mapped, raw_bytes, chunks, raw_chunks;
-	struct csdfs_codec_spec codec;
-	uint32_t unit;
-};
-
-static int usage_of(struct csdfs_op *op, uint64_t ino, struct usage *u)
+/* What a virtual attribute reports: a file's own numbers, or the roll-up
+ * of a directory's subtree (the root's is the volume's). */
+static int usage_of(struct csdfs_op *op, uint64_t ino,
+		    struct csdfs_rollup_disk *u, struct csdfs_inode_disk *rec)
 {
-	struct csdfs_vol *vol = op->vol;
-	struct csdfs_inode_disk rec;
-	int rc;
+	int rc = csdfs_irec_load(op->txn, ino, rec);
 
-	rc = csdfs_irec_load(op->txn, ino, &rec);
 	if (rc)
 		return rc;
 	memset(u, 0, sizeof(*u));
-	u->unit = vol->sb.atomic_unit;
-	u->codec.id = rec.codec;
-	u->codec.level = rec.level;
-	if (ino == CSDFS_ROOT_INO) {
-		const struct csdfs_counters_disk *c = &vol->counters;
-
-		u->logical = c->mapped_bytes;
-		u->physical = c->used_blocks * CSDFS_BLOCK_SIZE;
-		u->stored = c->stored_bytes;
-		u->mapped = c->mapped_bytes;
-		u->chunks = c->stored_chunks;
-		u->raw_chunks = c->raw_chunks;
-		u->raw_bytes = 0;
-		return 1;  /* volume totals: raw bytes unknown */
+	if (S_ISDIR(rec->mode))
+		return csdfs_rollup_get(op->txn, ino, u);
+	if (S_ISREG(rec->mode)) {
+		u->logical = rec->size;
+		u->phys_blocks = rec->phys_blocks;
+		u->stored_bytes = rec->stored_bytes;
+		u->mapped_bytes = rec->mapped_bytes;
+		u->raw_bytes = rec->raw_bytes;
+		u->stored_chunks = rec->stored_chunks;
+		u->files = 1;
 	}
-	if (S_ISDIR(rec.mode))
-		return -ENODATA;  /* subtree totals: not kept yet */
-	u->logical = rec.size;
-	u->physical = rec.phys_blocks * CSDFS_BLOCK_SIZE;
-	u->stored = rec.stored_bytes;
-	u->mapped = rec.mapped_bytes;
-	u->raw_bytes = rec.raw_bytes;
-	u->chunks = rec.stored_chunks;
-	u->raw_chunks = rec.raw_chunks;
 	return 0;
 }
 
-static int format_ratio(char *buf, size_t len, uint64_t num, uint64_t den)
+struct mixfmt {
+	char *buf;
+	size_t len, used;
+};
+
+static int mix_fmt_cb(void *ctx, uint8_t codec, int8_t level, uint64_t bytes)
 {
-	if (!den)
-		return snprintf(buf, len, num ? "inf" : "1.00");
-	return snprintf(buf, len, "%.2f", (double)num / (double)den);
+	struct mixfmt *m = ctx;
+	struct csdfs_codec_spec spec = { codec, level };
+	char name[32];
+	int n;
+
+	if (csdfs_codec_format(spec, name, sizeof(name)) < 0)
+		snprintf(name, sizeof(name), "codec%u:%d", codec, level);
+	n = snprintf(m->buf + m->used, m->len - m->used, "%s%s=%llu",
+		     m->used ? " " : "", name, (unsigned long long)bytes);
+	if (n < 0 || (size_t)n >= m->len - m->used)
+		return -ERANGE;
+	m->used += (size_t)n;
+	return 0;
+}
+
+static const char *policy_source(uint16_t flags, uint16_t set, uint16_t inh)
+{
+	return (flags & set) ? "set" : (flags & inh) ? "inherited" : "default";
+}
+
+static int status_get(struct csdfs_op *op, const char *attr, char *buf,
+		      size_t len)
+{
+	struct csdfs_vol *vol = op->vol;
+	const struct csdfs_counters_disk *c = &vol->counters;
+	uint64_t data = vol->sb.total_blocks - CSDFS_FIRST_DATA_BLOCK;
+	uint64_t freeb = data - c->used_blocks;
+
+	if (!strcmp(attr, "capacity_logical"))
+		return snprintf(buf, len, "%llu", (unsigned long long)vol->sb.logical_bytes);
+	if (!strcmp(attr, "capacity_physical"))
+		return snprintf(buf, len, "%llu", (unsigned long long)(data * CSDFS_BLOCK_SIZE));
+	if (!strcmp(attr, "free_physical"))
+		return snprintf(buf, len, "%llu", (unsigned long long)(freeb * CSDFS_BLOCK_SIZE));
+	if (!strcmp(attr, "used_physical"))
+		return snprintf(buf, len, "%llu",
+				(unsigned long long)(c->used_blocks * CSDFS_BLOCK_SIZE));
+	if (!strcmp(attr, "app_bytes_written"))
+		return snprintf(buf, len, "%llu", (unsigned long long)c->app_bytes_written);
+	if (!strcmp(attr, "dev_bytes_written"))
+		return snprintf(buf, len, "%llu", (unsigned long long)c->dev_bytes_written);
+	if (!strcmp(attr, "meta_bytes_written"))
+		return snprintf(buf, len, "%llu", (unsigned long long)c->meta_bytes_written);
+	if (!strcmp(attr, "meta_bytes"))
+		return snprintf(buf, len, "%llu",
+				(unsigned long long)csdfs_meta_file_bytes(vol->meta));
+	if (!strcmp(attr, "write_amplification")) {
+		if (!c->app_bytes_written)
+			return snprintf(buf, len, "0.00");
+		return snprintf(buf, len, "%.2f",
+				(double)(c->dev_bytes_written + c->meta_bytes_written) /
+				(double)c->app_bytes_written);
+	}
+	if (!strcmp(attr, "checksum_errors"))
+		return snprintf(buf, len, "%llu", (unsigned long long)c->csum_errors);
+	if (!strcmp(attr, "warnings"))
+		return snprintf(buf, len, "%s%s%s",
+				freeb * 10 < data ? "low-space;" : "",
+				c->csum_errors ? "checksum-errors;" : "",
+				vol->failed ? "failed;" : "");
+	return -ENODATA;
 }
 
 /* @return value length written into @buf, or -ENODATA for an unknown name. */
 static int virtual_get(struct csdfs_op *op, uint64_t ino, const char *attr,
 		       char *buf, size_t len)
 {
-	struct usage u;
+	struct csdfs_inode_disk rec;
+	struct csdfs_rollup_disk u;
 	char spec[32];
+	uint64_t phys;
 	int rc;
-	bool volume;
 
-	/* Answered on every inode, directories included. */
 	if (!strcmp(attr, "atomic_write_unit"))
 		return snprintf(buf, len, "%u", op->vol->sb.atomic_unit);
-	rc = usage_of(op, ino, &u);
-	volume = rc == 1;
+	if (ino == CSDFS_ROOT_INO) {
+		rc = status_get(op, attr, buf, len);
+		if (rc != -ENODATA)
+			return rc;
+	}
+	rc = usage_of(op, ino, &u, &rec);
 	if (rc < 0)
 		return rc;
-	if (volume && !strcmp(attr, "checksum_errors"))
-		return snprintf(buf, len, "%llu",
-				(unsigned long long)op->vol->counters.csum_errors);
+	phys = u.phys_blocks * CSDFS_BLOCK_SIZE;
 	if (!strcmp(attr, "logical"))
 		return snprintf(buf, len, "%llu", (unsigned long long)u.logical);
 	if (!strcmp(attr, "physical"))
-		return snprintf(buf, len, "%llu", (unsigned long long)u.physical);
+		return snprintf(buf, len, "%llu", (unsigned long long)phys);
 	if (!strcmp(attr, "stored"))
-		return snprintf(buf, len, "%llu", (unsigned long long)u.stored);
-	if (!strcmp(attr, "chunks") || !strcmp(attr, "extents"))
-		return snprintf(buf, len, "%llu", (unsigned long long)u.chunks);
+		return snprintf(buf, len, "%llu", (unsigned long long)u.stored_bytes);
+	if (!strcmp(attr, "extents"))
+		return snprintf(buf, len, "%llu", (unsigned long long)u.stored_chunks);
 	if (!strcmp(attr, "incompressible"))
-		return snprintf(buf, len, "%llu", (unsigned long long)u.raw_chunks);
-	if (!strcmp(attr, "ratio"))
-		return format_ratio(buf, len, u.logical, u.physical);
+		return snprintf(buf, len, "%llu", (unsigned long long)u.raw_bytes);
+	if (!strcmp(attr, "zero"))
+		return snprintf(buf, len, "%llu", (unsigned long long)
+				(u.logical > u.mapped_bytes ? u.logical - u.mapped_bytes : 0));
+	if (!strcmp(attr, "files") && S_ISDIR(rec.mode))
+		return snprintf(buf, len, "%llu", (unsigned long long)u.files);
+	if (!strcmp(attr, "ratio")) {
+		if (!phys)
+			return snprintf(buf, len, u.logical ? "inf" : "1.00");
+		return snprintf(buf, len, "%.2f", (double)u.logical / (double)phys);
+	}
 	if (!strcmp(attr, "savings")) {
 		if (!u.logical)
-			return snprintf(buf, len, "0.00");
-		return snprintf(buf, len, "%.2f",
-				1.0 - (double)u.physical / (double)u.logical);
+			return snprintf(buf, len, "0.0000");
+		return snprintf(buf, len, "%.4f", 1.0 - (double)phys / (double)u.logical);
 	}
 	if (!strcmp(attr, "codec")) {
-		if (csdfs_codec_format(u.codec, spec, sizeof(spec)) < 0)
+		struct mixfmt m = { buf, len, 0 };
+
+		buf[0] = '\0';
+		rc = csdfs_mix_list(op->txn, ino, mix_fmt_cb, &m);
+		return rc ? rc : (int)m.used;
+	}
+	if (!strcmp(attr, "policy") || !strcmp(attr, "chunk_size")) {
+		struct csdfs_codec_spec cs = { rec.codec, rec.level };
+		uint32_t chunk = rec.chunk_size ? rec.chunk_size : op->vol->sb.chunk_size;
+
+		if (!strcmp(attr, "chunk_size"))
+			return snprintf(buf, len, "%u", chunk);
+		if (csdfs_codec_format(cs, spec, sizeof(spec)) < 0)
 			return -EUCLEAN;
-		if (volume)
-			return snprintf(buf, len, "%s", spec);
-		if (u.codec.id == CSDFS_CODEC_NONE)
-			return snprintf(buf, len, "none=%llu",
-					(unsigned long long)u.mapped);
-		return snprintf(buf, len, "%s=%llu none=%llu", spec,
-				(unsigned long long)(u.mapped - u.raw_bytes),
-				(unsigned long long)u.raw_bytes);
+		return snprintf(buf, len, "codec=%s (%s) chunk_size=%u (%s)", spec,
+				policy_source(rec.flags, CSDFS_INODE_CODEC_SET,
+					      CSDFS_INODE_CODEC_INHERITED),
+				chunk,
+				policy_source(rec.flags, CSDFS_INODE_CHUNK_SET,
+					      CSDFS_INODE_CHUNK_INHERITED));
 	}
 	return -ENODATA;
+}
+
+/* Writable policy attributes: user.csdfs.codec and user.csdfs.chunk_size. */
+static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
+		      const char *value, size_t size)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_codec_spec spec;
+	struct csdfs_op op;
+	char text[64];
+	uint64_t chunk = 0;
+	bool is_codec = !strcmp(attr, "codec");
+	int rc;
+
+	if (!is_codec && strcmp(attr, "chunk_size"))
+		return -EPERM;  /* the accounting attributes are read-only */
+	if (!size || size >= sizeof(text))
+		return -EINVAL;
+	memcpy(text, value, size);
+	text[size] = '\0';
+	if (size && text[size - 1] == '\n')
+		text[size - 1] = '\0';
+	if (is_codec) {
+		if (csdfs_codec_parse(text, &spec))
+			return -EINVAL;
+	} else if (csdfs_parse_size(text, &chunk) || chunk < CSDFS_CHUNK_MIN ||
+		   chunk > CSDFS_CHUNK_MAX || (chunk & (chunk - 1))) {
+		return -EINVAL;
+	}
+	rc = csdfs_op_begin(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (!rc && !S_ISREG(rec.mode) && !S_ISDIR(rec.mode))
+		rc = -EPERM;
+	if (!rc && is_codec) {
+		rec.codec = spec.id;
+		rec.level = spec.level;
+		rec.flags = (uint16_t)((rec.flags & ~CSDFS_INODE_CODEC_INHERITED) |
+				       CSDFS_INODE_CODEC_SET);
+	} else if (!rc) {
+		/* Existing chunks have their size: only an empty file may change. */
+		if (S_ISREG(rec.mode) && (rec.size || rec.stored_chunks))
+			rc = -EBUSY;
+		rec.chunk_size = (uint32_t)chunk;
+		rec.flags = (uint16_t)((rec.flags & ~CSDFS_INODE_CHUNK_INHERITED) |
+				       CSDFS_INODE_CHUNK_SET);
+	}
+	if (!rc) {
+		rec.ctime_ns = csdfs_now_ns();
+		rc = csdfs_irec_store(op.txn, ino, &rec);
+	}
+	if (!rc)
+		csdfs_op_touch(&op, ino);
+	return csdfs_op_end(&op, rc);
 }
 
 int csdfs_fs_getxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
@@ -152,8 +269,20 @@ int csdfs_fs_getxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
 	if (rc)
 		return rc;
 	if (!strncmp(name, VIRT_PREFIX, strlen(VIRT_PREFIX))) {
-		char buf[256];
+		char buf[1024];
 
+		if (!strcmp(name + strlen(VIRT_PREFIX), "recompress")) {
+			csdfs_op_end(&op, 0);
+			rc = csdfs_file_recompress_left(vol, ino);
+			if (rc < 0)
+				return rc;
+			rc = snprintf(buf, sizeof(buf), "%d", rc);
+			if (size && (size_t)rc > size)
+				return -ERANGE;
+			if (size)
+				memcpy(value, buf, (size_t)rc);
+			return rc;
+		}
 		rc = virtual_get(&op, ino, name + strlen(VIRT_PREFIX), buf, sizeof(buf));
 		if (rc >= 0) {
 			v.data = buf;
@@ -195,8 +324,13 @@ int csdfs_fs_setxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
 	rc = check_namespace(name);
 	if (rc)
 		return rc;
-	if (!strncmp(name, VIRT_PREFIX, strlen(VIRT_PREFIX)))
-		return -EPERM;  /* accounting attributes are read-only */
+	if (!strncmp(name, VIRT_PREFIX, strlen(VIRT_PREFIX))) {
+		const char *attr = name + strlen(VIRT_PREFIX);
+
+		if (!strcmp(attr, "recompress"))
+			return csdfs_file_recompress_xattr(vol, ino, value, size);
+		return policy_set(vol, ino, attr, value, size);
+	}
 	if (size > XATTR_VALUE_MAX)
 		return -E2BIG;
 	rc = xattr_key(key, ino, name, &klen);

@@ -64,6 +64,11 @@ void csdfs_alloc_mark_free(struct csdfs_alloc *a, uint64_t start,
 int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, bool use_reserve,
 		      uint64_t *pa);
 
+/* Move the head to the next block boundary (the rest of the current block
+ * stays padding): chunks that fill whole blocks are then not split over
+ * one extra block, and free whole blocks when they die. */
+void csdfs_alloc_align(struct csdfs_alloc *a);
+
 /*
  * csdfs_alloc_unplace - give back a placement that will never be mapped:
  * the latest one rewinds the head; an older one quarantines the blocks it
@@ -93,8 +98,13 @@ size_t csdfs_alloc_take_quarantine(struct csdfs_alloc *a,
 /*
  * csdfs_alloc_reuse - make durably free blocks allocatable again, except
  * those the head's run or an in-flight placement overlaps: those go back to
- * the quarantine for the next commit. @return 0, -ENOMEM.
+ * the quarantine for the next commit. @before (may be NULL) is called for
+ * each run about to become allocatable (to punch it out of the container);
+ * its failure is reported but the blocks are reused anyway.
+ * @return 0, -ENOMEM.
  */
-int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count);
+int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count,
+		      int (*before)(void *ctx, uint64_t start, uint64_t count),
+		      void *ctx);
 
 #endif

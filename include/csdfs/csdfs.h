@@ -51,6 +51,7 @@ struct csdfs_mount_opts {
 	unsigned commit_ms;        /* group-commit interval; 0 = default */
 	bool read_only;            /* fsck: no writes, no commit thread */
 	bool no_commit_thread;     /* offline tools */
+	bool no_punch;             /* keep freed ranges allocated in the host */
 	/* Tests: called on the container's I/O right after it is opened
 	 * (e.g. csdfs_io_fault_install). A non-zero return fails the open. */
 	int (*io_hook)(struct csdfs_io *io, void *arg);

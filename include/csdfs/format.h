@@ -83,7 +83,7 @@ struct csdfs_inode_disk {
 	uint64_t size;             /* logical size in bytes */
 	uint64_t rdev;
 	int64_t  atime_ns, mtime_ns, ctime_ns, btime_ns;
-	uint64_t parent;           /* directories: the parent's ino ("..") */
+	uint64_t parent;           /* dirs: "..", files: primary parent, 0 = detached */
 	uint64_t phys_blocks;      /* 4 KiB container blocks charged to this inode */
 	uint64_t stored_bytes;     /* byte-exact compressed bytes of its chunks */
 	uint64_t stored_chunks;    /* chunks with a stored extent (not holes) */
@@ -99,6 +99,13 @@ struct csdfs_inode_disk {
 _Static_assert(sizeof(struct csdfs_inode_disk) == 160, "inode layout");
 
 #define CSDFS_INODE_ORPHAN 0x1u    /* nlink reached 0 while open */
+/* Where the policy (codec, chunk_size) came from; neither bit = the volume
+ * default. SET = set on this inode; INHERITED = copied from a parent that
+ * had it set or inherited. */
+#define CSDFS_INODE_CODEC_SET        0x2u
+#define CSDFS_INODE_CODEC_INHERITED  0x4u
+#define CSDFS_INODE_CHUNK_SET        0x8u
+#define CSDFS_INODE_CHUNK_INHERITED  0x10u
 
 /*
  * Chunk record (db "chunks", key = ino BE64 + chunk index BE64): where one
@@ -124,6 +131,9 @@ _Static_assert(sizeof(struct csdfs_chunk_disk) == 24, "chunk layout");
 
 #define CSDFS_CHUNK_CHARGE_FIRST 0x1u
 #define CSDFS_CHUNK_CHARGE_LAST  0x2u
+/* Stored raw because the policy codec did not save space (as opposed to
+ * raw by policy "none"): recompress leaves it alone. */
+#define CSDFS_CHUNK_INCOMPRESSIBLE 0x4u
 
 /* Reverse map record (db "phys", key = pa BE64): which chunk owns bytes. */
 struct csdfs_phys_disk {
@@ -153,8 +163,31 @@ struct csdfs_counters_disk {
 	uint64_t app_bytes_written;/* bytes applications asked to write */
 	uint64_t dev_bytes_written;/* container bytes written for data */
 	uint64_t csum_errors;      /* checksum mismatches seen on read */
-	uint64_t reserved[7];
+	uint64_t meta_bytes_written; /* bytes LMDB wrote at group commits */
+	uint64_t reserved[6];
 } __attribute__((packed));
 _Static_assert(sizeof(struct csdfs_counters_disk) == 128, "counters layout");
+
+/*
+ * Subtree roll-up of a directory (db "rollup", key = dir ino BE64): the sums
+ * over every regular file attached beneath it (a file is attached to its
+ * primary parent, the directory it was created or last moved in). The root's
+ * roll-up is the volume's. Kept up to date by every inode store.
+ */
+struct csdfs_rollup_disk {
+	uint64_t logical;          /* sum of st_size */
+	uint64_t phys_blocks;
+	uint64_t stored_bytes;
+	uint64_t mapped_bytes;
+	uint64_t raw_bytes;
+	uint64_t stored_chunks;
+	uint64_t files;
+	uint64_t reserved;
+} __attribute__((packed));
+_Static_assert(sizeof(struct csdfs_rollup_disk) == 64, "rollup layout");
+
+/* Codec mix (db "codecmix", key = ino BE64 + codec u8 + level i8, value =
+ * LE64 logical bytes mapped by chunks of that codec and level), for files
+ * and, summed over the subtree, for directories. */
 
 #endif

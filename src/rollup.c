@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Directory roll-ups: every directory keeps the sums of the regular files
+ * beneath it (db "rollup") and their codec mix (db "codecmix"), so a
+ * directory's numbers are one read, never a tree walk.
+ *
+ * The single mechanism: every inode store compares the old and the new
+ * record and sends the difference up the chain of parents to the root. A
+ * file counts under its primary parent (its "parent" field); an unlinked
+ * file is detached (parent 0) and counts nowhere; moving a file or a
+ * directory subtracts its whole contribution along the old chain and adds
+ * it along the new one. Chunk codec changes arrive as per-operation deltas
+ * (csdfs_op.mix) and are flushed the same way before the operation commits.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vol.h"
+
+#define MAX_DEPTH 4096
+#define MAX_MIX 64
+
+struct mix_ent {
+	uint8_t codec;
+	int8_t level;
+	uint64_t bytes;            /* signed delta, two's complement */
+};
+
+static bool attached(uint64_t ino, const struct csdfs_inode_disk *rec)
+{
+	return rec && ino != CSDFS_ROOT_INO && rec->parent && rec->nlink &&
+	       (S_ISREG(rec->mode) || S_ISDIR(rec->mode));
+}
+
+static void file_contrib(const struct csdfs_inode_disk *rec,
+			 struct csdfs_rollup_disk *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->logical = rec->size;
+	r->phys_blocks = rec->phys_blocks;
+	r->stored_bytes = rec->stored_bytes;
+	r->mapped_bytes = rec->mapped_bytes;
+	r->raw_bytes = rec->raw_bytes;
+	r->stored_chunks = rec->stored_chunks;
+	r->files = 1;
+}
+
+int csdfs_rollup_get(struct csdfs_txn *txn, uint64_t ino,
+		     struct csdfs_rollup_disk *r)
+{
+	struct csdfs_val v;
+	uint8_t key[8];
+	int rc;
+
+	csdfs_be64_put(key, ino);
+	rc = csdfs_meta_get(txn, CSDFS_DB_ROLLUP, key, 8, &v);
+	if (rc == -ENOENT) {
+		memset(r, 0, sizeof(*r));
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (v.len != sizeof(*r))
+		return -EUCLEAN;
+	memcpy(r, v.data, sizeof(*r));
+	return 0;
+}
+
+/* r += sign * d, field by field (mod 2^64). */
+static void rollup_accumulate(struct csdfs_rollup_disk *r,
+			      const struct csdfs_rollup_disk *d, int sign)
+{
+	unsigned char *x = (unsigned char *)r;
+	const unsigned char *y = (const unsigned char *)d;
+
+	for (size_t i = 0; i < sizeof(*r); i += 8) {
+		uint64_t u, v;
+
+		memcpy(&u, x + i, 8);
+		memcpy(&v, y + i, 8);
+		u += sign > 0 ? v : (uint64_t)0 - v;
+		memcpy(x + i, &u, 8);
+	}
+}
+
+static bool rollup_is_zero(const struct csdfs_rollup_disk *r)
+{
+	static const struct csdfs_rollup_disk zero;
+
+	return !memcmp(r, &zero, sizeof(*r));
+}
+
+static int rollup_add(struct csdfs_txn *txn, uint64_t dir,
+		      const struct csdfs_rollup_disk *d, int sign)
+{
+	struct csdfs_rollup_disk r;
+	uint8_t key[8];
+	int rc;
+
+	rc = csdfs_rollup_get(txn, dir, &r);
+	if (rc)
+		return rc;
+	rollup_accumulate(&r, d, sign);
+	csdfs_be64_put(key, dir);
+	if (rollup_is_zero(&r)) {
+		rc = csdfs_meta_del(txn, CSDFS_DB_ROLLUP, key, 8);
+		return rc == -ENOENT ? 0 : rc;
+	}
+	return csdfs_meta_put(txn, CSDFS_DB_ROLLUP, key, 8, &r, sizeof(r), 0);
+}
+
+static void mix_key(uint8_t key[10], uint64_t ino, uint8_t codec, int8_t level)
+{
+	csdfs_be64_put(key, ino);
+	key[8] = codec;
+	key[9] = (uint8_t)level;
+}
+
+static int mix_add(struct csdfs_txn *txn, uint64_t ino, uint8_t codec,
+		   int8_t level, uint64_t delta)
+{
+	struct csdfs_val v;
+	uint8_t key[10];
+	uint64_t bytes = 0;
+	int rc;
+
+	if (!delta)
+		return 0;
+	mix_key(key, ino, codec, level);
+	rc = csdfs_meta_get(txn, CSDFS_DB_CODECMIX, key, 10, &v);
+	if (!rc && v.len == 8) {
+		memcpy(&bytes, v.data, 8);
+		bytes = le64toh(bytes);
+	} else if (rc && rc != -ENOENT) {
+		return rc;
+	}
+	bytes += delta;
+	if (!bytes) {
+		rc = csdfs_meta_del(txn, CSDFS_DB_CODECMIX, key, 10);
+		return rc == -ENOENT ? 0 : rc;
+	}
+	bytes = htole64(bytes);
+	return csdfs_meta_put(txn, CSDFS_DB_CODECMIX, key, 10, &bytes, 8, 0);
+}
+
+int csdfs_mix_list(struct csdfs_txn *txn, uint64_t ino,
+		   int (*fn)(void *ctx, uint8_t codec, int8_t level, uint64_t bytes),
+		   void *ctx)
+{
+	struct mix_ent ents[MAX_MIX];
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint8_t key[8];
+	int n = 0, rc;
+
+	rc = csdfs_cursor_open(txn, CSDFS_DB_CODECMIX, &cur);
+	if (rc)
+		return rc;
+	csdfs_be64_put(key, ino);
+	for (rc = csdfs_cursor_seek(cur, key, 8, &k, &v); !rc && n < MAX_MIX;
+	     rc = csdfs_cursor_next(cur, &k, &v)) {
+		if (k.len != 10 || csdfs_be64_get(k.data) != ino)
+			break;
+		if (v.len != 8) {
+			rc = -EUCLEAN;
+			break;
+		}
+		ents[n].codec = ((const uint8_t *)k.data)[8];
+		ents[n].level = (int8_t)((const uint8_t *)k.data)[9];
+		memcpy(&ents[n].bytes, v.data, 8);
+		ents[n].bytes = le64toh(ents[n].bytes);
+		n++;
+	}
+	csdfs_cursor_close(cur);
+	if (rc && rc != -ENOENT)
+		return rc;
+	/* Call back after the cursor is gone: @fn may write. */
+	for (int i = 0; i < n; i++) {
+		rc = fn(ctx, ents[i].codec, ents[i].level, ents[i].bytes);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Walk from @dir up to the root applying @r (may be NULL) and @mix. */
+static int chain_apply(struct csdfs_txn *txn, uint64_t dir,
+		       const struct csdfs_rollup_disk *r,
+		       const struct mix_ent *mix, int nmix, int sign)
+{
+	for (int depth = 0; dir && depth < MAX_DEPTH; depth++) {
+		struct csdfs_inode_disk rec;
+		int rc;
+
+		if (r) {
+			rc = rollup_add(txn, dir, r, sign);
+			if (rc)
+				return rc;
+		}
+		for (int i = 0; i < nmix; i++) {
+			rc = mix_add(txn, dir, mix[i].codec, mix[i].level,
+				     sign > 0 ? mix[i].bytes : (uint64_t)0 - mix[i].bytes);
+			if (rc)
+				return rc;
+		}
+		if (dir == CSDFS_ROOT_INO)
+			return 0;
+		rc = csdfs_irec_load(txn, dir, &rec);
+		if (rc == -ENOENT)
+			return 0;  /* a removed directory ends the chain */
+		if (rc)
+			return rc;
+		if (rec.parent == dir)
+			return 0;
+		dir = rec.parent;
+	}
+	return 0;
+}
+
+struct mix_collect {
+	struct mix_ent ents[MAX_MIX];
+	int n;
+};
+
+static int collect_cb(void *ctx, uint8_t codec, int8_t level, uint64_t bytes)
+{
+	struct mix_collect *c = ctx;
+
+	if (c->n < MAX_MIX) {
+		c->ents[c->n].codec = codec;
+		c->ents[c->n].level = level;
+		c->ents[c->n].bytes = bytes;
+		c->n++;
+	}
+	return 0;
+}
+
+/* Whole contribution of @ino (record @rec) to a parent chain. */
+static int contribution(struct csdfs_txn *txn, uint64_t ino,
+			const struct csdfs_inode_disk *rec,
+			struct csdfs_rollup_disk *r, struct mix_collect *mc)
+{
+	mc->n = 0;
+	if (S_ISREG(rec->mode))
+		file_contrib(rec, r);
+	else {
+		int rc = csdfs_rollup_get(txn, ino, r);
+
+		if (rc)
+			return rc;
+	}
+	return csdfs_mix_list(txn, ino, collect_cb, mc);
+}
+
+int csdfs_rollup_on_store(struct csdfs_txn *txn, uint64_t ino,
+			  const struct csdfs_inode_disk *old,
+			  const struct csdfs_inode_disk *rec)
+{
+	bool was = attached(ino, old), is = attached(ino, rec);
+	struct csdfs_rollup_disk r_old, r_new;
+	struct mix_collect mc;
+	int rc;
+
+	if (!was && !is)
+		return 0;
+	if (was && is && old->parent == rec->parent) {
+		/* Same place: only a file's own numbers can have changed. */
+		if (!S_ISREG(rec->mode))
+			return 0;
+		file_contrib(old, &r_old);
+		file_contrib(rec, &r_new);
+		rollup_accumulate(&r_new, &r_old, -1);
+		if (rollup_is_zero(&r_new))
+			return 0;
+		return chain_apply(txn, rec->parent, &r_new, NULL, 0, 1);
+	}
+	if (was) {
+		rc = contribution(txn, ino, old, &r_old, &mc);
+		if (!rc)
+			rc = chain_apply(txn, old->parent, &r_old, mc.ents, mc.n, -1);
+		if (rc)
+			return rc;
+	}
+	if (is) {
+		rc = contribution(txn, ino, rec, &r_new, &mc);
+		if (!rc)
+			rc = chain_apply(txn, rec->parent, &r_new, mc.ents, mc.n, 1);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int csdfs_op_note_mix(struct csdfs_op *op, uint64_t ino, uint8_t codec,
+		      int8_t level, int64_t delta)
+{
+	for (size_t i = 0; i < op->nmix; i++) {
+		struct csdfs_mixdelta *m = &op->mix[i];
+
+		if (m->ino == ino && m->codec == codec && m->level == level) {
+			m->delta += delta;
+			return 0;
+		}
+	}
+	if (op->nmix == op->capmix) {
+		size_t cap = op->capmix ? op->capmix * 2 : 8;
+		struct csdfs_mixdelta *m = realloc(op->mix, cap * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		op->mix = m;
+		op->capmix = cap;
+	}
+	op->mix[op->nmix++] = (struct csdfs_mixdelta){ ino, codec, level, delta };
+	return 0;
+}
+
+int csdfs_rollup_flush(struct csdfs_op *op)
+{
+	for (size_t i = 0; i < op->nmix; i++) {
+		struct csdfs_mixdelta *m = &op->mix[i];
+		struct csdfs_inode_disk rec;
+		struct mix_ent e;
+		int rc;
+
+		if (!m->delta)
+			continue;
+		rc = csdfs_irec_load(op->txn, m->ino, &rec);
+		if (rc == -ENOENT)
+			continue;  /* destroyed in this operation */
+		if (rc)
+			return rc;
+		rc = mix_add(op->txn, m->ino, m->codec, m->level, (uint64_t)m->delta);
+		if (rc)
+			return rc;
+		if (!attached(m->ino, &rec))
+			continue;
+		e.codec = m->codec;
+		e.level = m->level;
+		e.bytes = (uint64_t)m->delta;
+		rc = chain_apply(op->txn, rec.parent, NULL, &e, 1, 1);
+		if (rc)
+			return rc;
+	}
+	op->nmix = 0;
+	return 0;
+}
+
+int csdfs_rollup_drop(struct csdfs_txn *txn, uint64_t ino)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint8_t key[8];
+	int rc;
+
+	csdfs_be64_put(key, ino);
+	rc = csdfs_meta_del(txn, CSDFS_DB_ROLLUP, key, 8);
+	if (rc && rc != -ENOENT)
+		return rc;
+	rc = csdfs_cursor_open(txn, CSDFS_DB_CODECMIX, &cur);
+	if (rc)
+		return rc;
+	rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
+	while (!rc && k.len == 10 && csdfs_be64_get(k.data) == ino) {
+		rc = csdfs_cursor_del(cur);
+		if (!rc)
+			rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
+	}
+	csdfs_cursor_close(cur);
+	return rc == -ENOENT ? 0 : rc;
+}
