@@ -248,6 +248,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	if (!rc && S_ISDIR(st.st_mode))
 		rc = -EISDIR;
+	/* libfuse asks for atomic O_TRUNC: the kernel leaves it to open. */
+	if (!rc && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode)) {
+		struct stat in;
+
+		memset(&in, 0, sizeof(in));
+		rc = csdfs_fs_setattr(vol_of(req), ino, &in,
+				      CSDFS_SET_SIZE | CSDFS_SET_MTIME_NOW, &st);
+	}
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
