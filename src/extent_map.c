@@ -192,6 +192,10 @@ static int account(struct csdfs_op *op, uint64_t ino,
 	op->delta.stored_bytes += s * c->plen;
 	op->delta.mapped_bytes += s * c->llen;
 	op->delta.stored_chunks += s;
+	/* A stored chunk takes its whole chunk of logical capacity, however
+	 * many of its bytes are trailing zeros. */
+	op->delta.logical_used += s * (irec->chunk_size ? irec->chunk_size :
+				       CSDFS_CHUNK_DEFAULT);
 	if (c->codec == CSDFS_CODEC_NONE) {
 		irec->raw_chunks += s;
 		irec->raw_bytes += s * c->llen;

@@ -237,20 +237,19 @@ static int plan_add(struct wplan *p, uint64_t idx, const char *src,
 static int check_logical_locked(struct wplan *p)
 {
 	struct csdfs_vol *vol = p->vol;
-	uint64_t add = 0, sub = 0;
+	uint64_t add = 0, sub = 0, used = vol->counters.logical_used;
 
 	for (size_t i = 0; i < p->n; i++)
-		add += p->c[i].llen;
-	if (vol->counters.mapped_bytes + add <= vol->sb.logical_bytes)
+		add += p->c[i].llen ? p->cs : 0;
+	if (used + add <= vol->sb.logical_bytes)
 		return 0;
 	for (size_t i = 0; i < p->n; i++) {
 		struct csdfs_chunk_disk old;
 
 		if (!csdfs_chunk_get(vol->group, p->ino, p->c[i].idx, &old))
-			sub += old.llen;
+			sub += p->cs;
 	}
-	return vol->counters.mapped_bytes - sub + add <= vol->sb.logical_bytes ?
-	       0 : -ENOSPC;
+	return used - sub + add <= vol->sb.logical_bytes ? 0 : -ENOSPC;
 }
 
 static int place_locked(struct wplan *p, bool use_reserve)
@@ -281,15 +280,27 @@ static int plan_write(struct wplan *p, bool use_reserve)
 {
 	struct csdfs_vol *vol = p->vol;
 	uint64_t lo = UINT64_MAX, hi = 0;
+	bool retry = false;
 	int rc;
 
 	pthread_mutex_lock(&vol->lock);
 	rc = vol->failed;
 	if (!rc && !use_reserve)
 		rc = check_logical_locked(p);
-	if (!rc)
+	if (!rc) {
 		rc = place_locked(p, use_reserve);
-	if (rc == -ENOSPC && (vol->alloc.nquar || vol->dirty)) {
+		/* Only a shortage of blocks can be cured by a commit. */
+		retry = rc == -ENOSPC && (vol->alloc.nquar || vol->dirty);
+	}
+	if (retry) {
+		/* Take back what this plan placed first: the commit recycles
+		 * freed blocks, and must see the head where no unregistered
+		 * placement lies beyond it. */
+		for (size_t i = p->n; i-- > 0; ) {
+			if (p->c[i].placed)
+				csdfs_alloc_unplace(&vol->alloc, p->c[i].pa, p->c[i].plen);
+			p->c[i].placed = false;
+		}
 		rc = csdfs_vol_commit_locked(vol);
 		if (!rc)
 			rc = place_locked(p, use_reserve);

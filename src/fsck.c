@@ -3,8 +3,8 @@
  * Offline consistency check (csdfs-fsck), the test oracle: one function per
  * invariant of the schema in meta_lmdb.c (SPEC G4). Every problem is logged
  * with what and where; --repair fixes only what cannot lose data (leaked
- * blocks back to the free map, unrecorded orphans, counters) and explains
- * the rest.
+ * blocks back to the free map, unrecorded orphans, counters and directory
+ * roll-ups, which are sums of other records) and explains the rest.
  */
 #include <endian.h>
 #include <errno.h>
@@ -32,6 +32,16 @@ struct fsck {
 	size_t ntargets, captargets;
 	struct csdfs_counters_disk sum;
 	unsigned errors, fixable_leaks, fixable_orphans, counters_bad;
+	struct node *nodes;        /* every inode, ascending ino */
+	size_t nnodes, capnodes;
+};
+
+/* What the roll-up check needs of each inode. */
+struct node {
+	uint64_t ino, parent;
+	uint32_t mode, nlink;
+	struct csdfs_rollup_disk own;      /* a file's contribution */
+	struct csdfs_rollup_disk expect;   /* a directory's expected roll-up */
 };
 
 #define PROBLEM(f, ...) do { (f)->errors++; csdfs_log(LOG_ERR, __VA_ARGS__); } while (0)
@@ -218,6 +228,7 @@ static int check_inode(struct fsck *f, uint64_t ino, const struct csdfs_inode_di
 		charge_chunk(f, &c, &blocks);
 		stored += c.plen;
 		mapped += c.llen;
+		f->sum.logical_used += cs;
 		chunks++;
 		if (c.codec == CSDFS_CODEC_NONE)
 			raw++;
@@ -261,6 +272,61 @@ static int cmp_u64(const void *a, const void *b)
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/* Records keyed by an inode (xattrs, symlinks, orphans, roll-ups, codec
+ * mix) must belong to a live inode of the right kind. */
+static int check_owned(struct fsck *f, enum csdfs_db db, const char *what)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	int rc;
+
+	rc = csdfs_cursor_open(f->txn, db, &cur);
+	if (rc)
+		return rc;
+	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
+		struct csdfs_inode_disk rec;
+		uint64_t ino;
+
+		if (k.len < 8) {
+			PROBLEM(f, "%s: malformed key", what);
+			continue;
+		}
+		ino = csdfs_be64_get(k.data);
+		if (csdfs_irec_load(f->txn, ino, &rec)) {
+			PROBLEM(f, "%s record for missing inode %llu", what,
+				(unsigned long long)ino);
+			continue;
+		}
+		if (db == CSDFS_DB_SYMLINKS && !S_ISLNK(rec.mode))
+			PROBLEM(f, "symlink target stored for non-symlink inode %llu",
+				(unsigned long long)ino);
+		if (db == CSDFS_DB_ORPHANS && rec.nlink)
+			PROBLEM(f, "inode %llu is recorded as an orphan but has %u links",
+				(unsigned long long)ino, rec.nlink);
+		if (db == CSDFS_DB_ROLLUP && !S_ISDIR(rec.mode))
+			PROBLEM(f, "roll-up stored for non-directory inode %llu",
+				(unsigned long long)ino);
+	}
+	csdfs_cursor_close(cur);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int check_symlink_targets(struct fsck *f)
+{
+	for (size_t i = 0; i < f->nnodes; i++) {
+		struct csdfs_val v;
+		uint8_t key[8];
+
+		if (!S_ISLNK(f->nodes[i].mode))
+			continue;
+		csdfs_be64_put(key, f->nodes[i].ino);
+		if (csdfs_meta_get(f->txn, CSDFS_DB_SYMLINKS, key, 8, &v))
+			PROBLEM(f, "symlink inode %llu has no target",
+				(unsigned long long)f->nodes[i].ino);
+	}
+	return 0;
 }
 
 static int check_dirents(struct fsck *f)
@@ -329,6 +395,110 @@ static uint64_t links_to(struct fsck *f, uint64_t ino)
 	return n;
 }
 
+static int add_node(struct fsck *f, uint64_t ino, const struct csdfs_inode_disk *rec)
+{
+	struct node *n;
+
+	if (f->nnodes == f->capnodes) {
+		size_t cap = f->capnodes ? f->capnodes * 2 : 1024;
+		struct node *p = realloc(f->nodes, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		f->nodes = p;
+		f->capnodes = cap;
+	}
+	n = &f->nodes[f->nnodes++];
+	memset(n, 0, sizeof(*n));
+	n->ino = ino;
+	n->parent = rec->parent;
+	n->mode = rec->mode;
+	n->nlink = rec->nlink;
+	if (S_ISREG(rec->mode)) {
+		n->own.logical = rec->size;
+		n->own.phys_blocks = rec->phys_blocks;
+		n->own.stored_bytes = rec->stored_bytes;
+		n->own.mapped_bytes = rec->mapped_bytes;
+		n->own.raw_bytes = rec->raw_bytes;
+		n->own.stored_chunks = rec->stored_chunks;
+		n->own.files = 1;
+	}
+	return 0;
+}
+
+static struct node *find_node(struct fsck *f, uint64_t ino)
+{
+	size_t lo = 0, hi = f->nnodes;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (f->nodes[mid].ino < ino)
+			lo = mid + 1;
+		else if (f->nodes[mid].ino > ino)
+			hi = mid;
+		else
+			return &f->nodes[mid];
+	}
+	return NULL;
+}
+
+static void rollup_add(struct csdfs_rollup_disk *r, const struct csdfs_rollup_disk *d)
+{
+	r->logical += d->logical;
+	r->phys_blocks += d->phys_blocks;
+	r->stored_bytes += d->stored_bytes;
+	r->mapped_bytes += d->mapped_bytes;
+	r->raw_bytes += d->raw_bytes;
+	r->stored_chunks += d->stored_chunks;
+	r->files += d->files;
+}
+
+/* Every directory's roll-up must equal the sum over the files attached
+ * beneath it (rollup.c keeps it so incrementally). */
+static int check_rollups(struct fsck *f)
+{
+	for (size_t i = 0; i < f->nnodes; i++) {
+		struct node *n = &f->nodes[i];
+		uint64_t d = n->parent;
+
+		if (!S_ISREG(n->mode) || !n->nlink || !d)
+			continue;
+		for (int depth = 0; d && depth < 4096; depth++) {
+			struct node *p = find_node(f, d);
+
+			if (!p || !S_ISDIR(p->mode))
+				break;
+			rollup_add(&p->expect, &n->own);
+			if (d == CSDFS_ROOT_INO || p->parent == d)
+				break;
+			d = p->parent;
+		}
+	}
+	for (size_t i = 0; i < f->nnodes; i++) {
+		struct node *n = &f->nodes[i];
+		struct csdfs_rollup_disk have;
+		int rc;
+
+		if (!S_ISDIR(n->mode))
+			continue;
+		rc = csdfs_rollup_get(f->txn, n->ino, &have);
+		if (rc)
+			return rc;
+		if (memcmp(&have, &n->expect, sizeof(have))) {
+			PROBLEM(f, "directory %llu: roll-up differs from its subtree (logical %llu vs %llu, blocks %llu vs %llu, files %llu vs %llu)",
+				(unsigned long long)n->ino, (unsigned long long)have.logical,
+				(unsigned long long)n->expect.logical,
+				(unsigned long long)have.phys_blocks,
+				(unsigned long long)n->expect.phys_blocks,
+				(unsigned long long)have.files,
+				(unsigned long long)n->expect.files);
+			f->counters_bad++;
+		}
+	}
+	return 0;
+}
+
 static int check_inodes(struct fsck *f)
 {
 	struct csdfs_cursor *cur;
@@ -363,6 +533,8 @@ static int check_inodes(struct fsck *f)
 			f->fixable_orphans++;
 		}
 		rc = check_inode(f, ino, &rec);
+		if (!rc)
+			rc = add_node(f, ino, &rec);
 		if (rc)
 			break;
 	}
@@ -396,7 +568,7 @@ static void check_counters(struct fsck *f)
 
 	if (c->stored_bytes != f->sum.stored_bytes || c->mapped_bytes != f->sum.mapped_bytes ||
 	    c->stored_chunks != f->sum.stored_chunks || c->raw_chunks != f->sum.raw_chunks ||
-	    c->inodes != f->sum.inodes) {
+	    c->inodes != f->sum.inodes || c->logical_used != f->sum.logical_used) {
 		PROBLEM(f, "volume counters differ from the sums of the inodes");
 		f->counters_bad++;
 	}
@@ -425,6 +597,22 @@ static int repair(struct fsck *f)
 		}
 		csdfs_cursor_close(cur);
 	}
+	for (size_t i = 0; i < f->nnodes && !rc; i++) {
+		static const struct csdfs_rollup_disk zero;
+		struct node *n = &f->nodes[i];
+		uint8_t key[8];
+
+		if (!S_ISDIR(n->mode))
+			continue;
+		csdfs_be64_put(key, n->ino);
+		if (!memcmp(&n->expect, &zero, sizeof(zero))) {
+			rc = csdfs_meta_del(txn, CSDFS_DB_ROLLUP, key, 8);
+			rc = rc == -ENOENT ? 0 : rc;
+		} else {
+			rc = csdfs_meta_put(txn, CSDFS_DB_ROLLUP, key, 8, &n->expect,
+					    sizeof(n->expect), 0);
+		}
+	}
 	if (!rc) {
 		struct csdfs_counters_disk c = f->vol->counters;
 
@@ -433,6 +621,7 @@ static int repair(struct fsck *f)
 		c.stored_chunks = f->sum.stored_chunks;
 		c.raw_chunks = f->sum.raw_chunks;
 		c.inodes = f->sum.inodes;
+		c.logical_used = f->sum.logical_used;
 		c.used_blocks = f->sum.used_blocks;
 		rc = csdfs_meta_put(txn, CSDFS_DB_META, "counters", 8, &c, sizeof(c), 0);
 	}
@@ -476,6 +665,21 @@ int csdfs_fsck(const char *path, const struct csdfs_fsck_opts *opts)
 		rc = check_inodes(&f);
 	if (rc)
 		goto out;
+	rc = check_rollups(&f);
+	if (!rc)
+		rc = check_owned(&f, CSDFS_DB_XATTRS, "xattr");
+	if (!rc)
+		rc = check_owned(&f, CSDFS_DB_SYMLINKS, "symlink");
+	if (!rc)
+		rc = check_owned(&f, CSDFS_DB_ORPHANS, "orphan");
+	if (!rc)
+		rc = check_owned(&f, CSDFS_DB_ROLLUP, "roll-up");
+	if (!rc)
+		rc = check_owned(&f, CSDFS_DB_CODECMIX, "codec mix");
+	if (!rc)
+		rc = check_symlink_targets(&f);
+	if (rc)
+		goto out;
 	check_blocks(&f);
 	check_counters(&f);
 	if (opts->verbose)
@@ -507,6 +711,7 @@ out:
 	free(f.used);
 	free(f.isfree);
 	free(f.targets);
+	free(f.nodes);
 	csdfs_vol_close(f.vol);
 	return result;
 }

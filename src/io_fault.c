@@ -11,8 +11,7 @@
 #include "csdfs/io.h"
 
 struct fault_state {
-	const struct csdfs_io_ops *inner;
-	void *inner_priv;
+	struct csdfs_io inner;     /* the wrapped backend, called as is */
 	struct csdfs_io_fault *f;
 };
 
@@ -32,20 +31,16 @@ static int should_fail(struct csdfs_io *io, unsigned kind)
 	return 0;
 }
 
-/* Run the inner op with the inner backend's private pointer in place. */
-#define FORWARD(io, call) ({					\
-	struct fault_state *s_ = (io)->priv;			\
-	int rc_;						\
-	(io)->priv = s_->inner_priv;				\
-	rc_ = s_->inner->call;					\
-	(io)->priv = s_;					\
-	rc_; })
+static struct csdfs_io *inner_of(struct csdfs_io *io)
+{
+	return &((struct fault_state *)io->priv)->inner;
+}
 
 static int fault_pread(struct csdfs_io *io, void *buf, size_t len, uint64_t off)
 {
 	int rc = should_fail(io, CSDFS_IO_PREAD);
 
-	return rc ? rc : FORWARD(io, pread(io, buf, len, off));
+	return rc ? rc : csdfs_io_pread(inner_of(io), buf, len, off);
 }
 
 static int fault_pwrite(struct csdfs_io *io, const void *buf, size_t len,
@@ -53,31 +48,32 @@ static int fault_pwrite(struct csdfs_io *io, const void *buf, size_t len,
 {
 	int rc = should_fail(io, CSDFS_IO_PWRITE);
 
-	return rc ? rc : FORWARD(io, pwrite(io, buf, len, off));
+	return rc ? rc : csdfs_io_pwrite(inner_of(io), buf, len, off);
 }
 
 static int fault_sync(struct csdfs_io *io)
 {
 	int rc = should_fail(io, CSDFS_IO_SYNC);
 
-	return rc ? rc : FORWARD(io, sync(io));
+	return rc ? rc : csdfs_io_sync(inner_of(io));
 }
 
 static int fault_punch(struct csdfs_io *io, uint64_t off, uint64_t len)
 {
 	int rc = should_fail(io, CSDFS_IO_PUNCH);
 
-	return rc ? rc : FORWARD(io, punch(io, off, len));
+	return rc ? rc : csdfs_io_punch(inner_of(io), off, len);
 }
 
 static void fault_close(struct csdfs_io *io)
 {
 	struct fault_state *s = io->priv;
 
-	io->priv = s->inner_priv;
-	io->ops = s->inner;
+	csdfs_io_close(&s->inner);
 	free(s);
-	csdfs_io_close(io);
+	io->ops = NULL;
+	io->priv = NULL;
+	io->fd = -1;
 }
 
 static const struct csdfs_io_ops fault_ops = {
@@ -94,8 +90,7 @@ int csdfs_io_fault_install(struct csdfs_io *io, struct csdfs_io_fault *f)
 
 	if (!s)
 		return -ENOMEM;
-	s->inner = io->ops;
-	s->inner_priv = io->priv;
+	s->inner = *io;
 	s->f = f;
 	io->ops = &fault_ops;
 	io->priv = s;

@@ -612,10 +612,17 @@ static int reclaim_orphans(struct csdfs_vol *vol)
 			return 0;
 		}
 		if (!rc) {
-			rc = csdfs_inode_destroy(&op, ino);
-			if (rc == -ENOENT) {
-				uint8_t key[8];
+			struct csdfs_inode_disk rec;
+			uint8_t key[8];
 
+			/* Only an inode that is really unlinked is freed; a stray
+			 * record for a linked (or missing) one is just dropped. */
+			rc = csdfs_irec_load(op.txn, ino, &rec);
+			if (!rc && rec.nlink == 0) {
+				rc = csdfs_inode_destroy(&op, ino);
+			} else if (!rc || rc == -ENOENT) {
+				csdfs_log(LOG_WARNING, "dropping stray orphan record for inode %llu",
+					  (unsigned long long)ino);
 				csdfs_be64_put(key, ino);
 				rc = csdfs_meta_del(op.txn, CSDFS_DB_ORPHANS, key, 8);
 			}
@@ -795,7 +802,7 @@ int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
 	pthread_mutex_lock(&vol->lock);
 	cap_blocks = vol->sb.logical_bytes / CSDFS_BLOCK_SIZE;
 	used_phys = vol->counters.used_blocks;
-	mapped = vol->counters.mapped_bytes;
+	mapped = vol->counters.logical_used;
 	free_phys = vol->sb.total_blocks - CSDFS_FIRST_DATA_BLOCK - used_phys;
 	free_phys = free_phys > vol->alloc.reserve ? free_phys - vol->alloc.reserve : 0;
 	memset(sv, 0, sizeof(*sv));

@@ -122,11 +122,22 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 	}
 	if (!strcmp(attr, "checksum_errors"))
 		return snprintf(buf, len, "%llu", (unsigned long long)c->csum_errors);
-	if (!strcmp(attr, "warnings"))
-		return snprintf(buf, len, "%s%s%s",
-				freeb * 10 < data ? "low-space;" : "",
-				c->csum_errors ? "checksum-errors;" : "",
-				vol->failed ? "failed;" : "");
+	if (!strcmp(attr, "warnings")) {
+		const char *w[3];
+		int n = 0, used = 0;
+
+		if (freeb * 10 < data)
+			w[n++] = "low-space";
+		if (c->csum_errors)
+			w[n++] = "checksum-errors";
+		if (vol->failed)
+			w[n++] = "failed";
+		buf[0] = '\0';
+		for (int i = 0; i < n; i++)
+			used += snprintf(buf + used, len - (size_t)used, "%s%s",
+					 i ? ";" : "", w[i]);
+		return used;
+	}
 	return -ENODATA;
 }
 

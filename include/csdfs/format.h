@@ -164,7 +164,9 @@ struct csdfs_counters_disk {
 	uint64_t dev_bytes_written;/* container bytes written for data */
 	uint64_t csum_errors;      /* checksum mismatches seen on read */
 	uint64_t meta_bytes_written; /* bytes LMDB wrote at group commits */
-	uint64_t reserved[6];
+	uint64_t logical_used;     /* chunk-size units held by stored chunks:
+				    * what counts against logical capacity */
+	uint64_t reserved[5];
 } __attribute__((packed));
 _Static_assert(sizeof(struct csdfs_counters_disk) == 128, "counters layout");
 
