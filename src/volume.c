@@ -30,6 +30,7 @@
 
 #define COMMIT_MS_DEFAULT 1000u
 #define GROUP_OPS_MAX 8192u
+#define PUNCH_MIN_BLOCKS 256u   /* 1 MiB */
 
 int64_t csdfs_now_ns(void)
 {
@@ -391,8 +392,15 @@ int csdfs_op_end(struct csdfs_op *op, int rc)
 static int punch_cb(void *ctx, uint64_t start, uint64_t count)
 {
 	struct csdfs_vol *vol = ctx;
-	int rc = csdfs_io_punch(&vol->io, start * CSDFS_BLOCK_SIZE,
-				count * CSDFS_BLOCK_SIZE);
+	int rc;
+
+	/* Small runs are reused soon anyway (overwrite churn), and a punch
+	 * can cost a synchronous discard on the host: only return runs of
+	 * PUNCH_MIN_BLOCKS or more. */
+	if (count < PUNCH_MIN_BLOCKS)
+		return 0;
+	rc = csdfs_io_punch(&vol->io, start * CSDFS_BLOCK_SIZE,
+			    count * CSDFS_BLOCK_SIZE);
 
 	if (rc && rc != -EOPNOTSUPP)
 		csdfs_log(LOG_WARNING, "cannot punch freed blocks %llu+%llu: %s",
