@@ -5,9 +5,9 @@
 # Safe to run again: an existing volume is reused, a mounted one too, and
 # the sample data is replaced. Unmount with: fusermount3 -u MOUNTPOINT
 #
-# Environment (defaults in brackets; paths relative to the repository root):
-#   CSDFS_DEMO_VOL      volume directory        [demo/vol]
-#   CSDFS_DEMO_MNT      mount point             [demo/mnt]
+# Environment (defaults in brackets):
+#   CSDFS_DEMO_VOL      volume directory        [<repo>/demo/vol]
+#   CSDFS_DEMO_MNT      mount point             [<repo>/demo/mnt]
 #   CSDFS_DEMO_SIZE     container size          [2G]
 #   CSDFS_DEMO_CODEC    codec for the volume    [zstd:1]
 #   CSDFS_DEMO_DATA_MB  MiB of /usr files       [300]
@@ -17,15 +17,22 @@ set -euo pipefail
 
 prog=demo.sh
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
 
-vol=${CSDFS_DEMO_VOL:-demo/vol}
-mnt=${CSDFS_DEMO_MNT:-demo/mnt}
+# Paths given by the caller are relative to where they called from.
+abspath() {
+	case $1 in
+	/*) printf '%s\n' "$1" ;;
+	*) printf '%s\n' "$PWD/$1" ;;
+	esac
+}
+vol=$(abspath "${CSDFS_DEMO_VOL:-$root/demo/vol}")
+mnt=$(abspath "${CSDFS_DEMO_MNT:-$root/demo/mnt}")
+cd "$root"
 size=${CSDFS_DEMO_SIZE:-2G}
 codec=${CSDFS_DEMO_CODEC:-zstd:1}
 data_mb=${CSDFS_DEMO_DATA_MB:-300}
 fio_mb=${CSDFS_DEMO_FIO_MB:-128}
-build=build
+build=$root/build
 
 die() {
 	echo "$prog: $*" >&2
@@ -67,8 +74,8 @@ if [ -e "$vol/container" ]; then
 		"(remove it with 'rm -rf $vol' after unmounting for a fresh one)"
 else
 	mkdir -p "$(dirname "$vol")"
-	"$mkfs" --size "$size" --codec "$codec" "$vol"
-	echo "created: --size $size --codec $codec"
+	"$mkfs" --size "$size" --codec "$codec" "$vol" ||
+		die "csdfs-mkfs --size $size --codec $codec '$vol' failed"
 fi
 
 step "mount at $mnt"
@@ -85,7 +92,7 @@ else
 	mountpoint -q "$mnt" || die "'$mnt' is not a mount point after starting csdfs"
 	echo "mounted"
 fi
-grep -F " $(cd "$mnt" && pwd) " /proc/self/mounts | head -n 1 || true
+grep -F " $mnt " /proc/self/mounts | head -n 1 || true
 
 # --- sample data ------------------------------------------------------------
 sample=$mnt/sample
@@ -104,7 +111,7 @@ for src in /usr/share/doc /usr/share/perl /usr/lib/python3 /usr/include \
 	sz=$(du -sb "$src" 2>/dev/null | cut -f1)
 	[ -n "$sz" ] || continue
 	[ $((copied + sz)) -le "$budget" ] || continue
-	name=$(echo "${src#/}" | tr / _)
+	name=$(printf '%s' "${src#/}" | tr / _)
 	if cp -a "$src" "$sample/$name" 2>/dev/null; then
 		copied=$((copied + sz))
 		printf '  %-40s %8s\n' "$src" "$(numfmt --to=iec "$sz")"
@@ -152,7 +159,7 @@ xattr() {
 human() {
 	case "$1" in
 	'' | *[!0-9]*) echo "${1:--}" ;;
-	*) numfmt --to=iec --suffix=B "$1" ;;
+	*) numfmt --to=iec-i --suffix=B --format=%.1f "$1" ;;
 	esac
 }
 
@@ -182,6 +189,16 @@ for p in "${rows[@]}"; do
 done
 echo "  ratio = logical / physical; savings = 1 - physical / logical;"
 echo "  physical counts whole 4 KiB blocks, stored the exact compressed bytes (csdfs(5))"
+
+step "volume status (getfattr -n user.csdfs.NAME $mnt)"
+for a in capacity_logical capacity_physical used_physical free_physical \
+	app_bytes_written dev_bytes_written; do
+	printf '  %-22s %s\n' "$a" "$(human "$(xattr "$a" "$mnt")")"
+done
+for a in write_amplification checksum_errors atomic_write_unit warnings; do
+	v=$(xattr "$a" "$mnt")
+	printf '  %-22s %s\n' "$a" "${v:-(none)}"
+done
 
 step "done"
 cat <<EOF

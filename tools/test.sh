@@ -28,14 +28,21 @@ if [ "${CSDFS_SANITIZE:-0}" = 1 ]; then
 	export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 fi
 
+setup_log=$(mktemp "${TMPDIR:-/tmp}/csdfs-setup.XXXXXX")
 if [ -f "$builddir/meson-private/coredata.dat" ]; then
-	meson setup --reconfigure "${setup_args[@]}" "$builddir" >/dev/null
+	set -- meson setup --reconfigure "${setup_args[@]}" "$builddir"
 else
 	# A half-made build dir (e.g. an interrupted first setup) cannot be
 	# reconfigured; start it afresh.
 	rm -rf "$builddir"
-	meson setup "${setup_args[@]}" "$builddir" >/dev/null
+	set -- meson setup "${setup_args[@]}" "$builddir"
 fi
+if ! "$@" >"$setup_log" 2>&1; then
+	cat "$setup_log" >&2
+	echo "test.sh: '$*' failed" >&2
+	exit 1
+fi
+rm -f "$setup_log"
 ninja -C "$builddir"
 
 extra=()

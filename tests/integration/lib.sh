@@ -12,6 +12,9 @@
 #   CSDFS_TEST_PLAIN=1               run on a plain directory: no mkfs, mount,
 #                                    fsck or remount; csdfs-only checks skipped
 #   CSDFS_KEEP_LOGS=1                print the daemon log at the end even on success
+#   CSDFS_MKFS_OPTS, CSDFS_MOUNT_OPTS extra csdfs-mkfs / csdfs words for every
+#                                    volume, e.g. "--chunk 128K --codec lz4",
+#                                    "-o writeback_cache"
 #
 # Exit codes: 0 all checks passed, 77 skipped (no /dev/fuse or a missing tool),
 # 1 a check failed. Long commands run through `bounded` so that a hung
@@ -58,7 +61,7 @@ pass() {
 
 fail() {
 	N_FAIL=$((N_FAIL + 1))
-	FAILED_NAMES+=("$1")
+	FAILED_NAMES+=("${1%%:*}")
 	printf 'FAIL %s\n' "$*"
 }
 
@@ -200,16 +203,22 @@ setup() {
 	MNT=$WORK/mnt
 	REF=$WORK/ref
 	mkdir -p "$MNT" "$REF"
+	# fd 9 = the test's own stdout, for messages from a trap that may fire
+	# while a command's output is redirected to a file
+	exec 9>&1
 	trap cleanup EXIT
-	trap 'log "interrupted"; exit 130' INT
-	trap 'log "terminated"; exit 143' TERM
+	trap 'log "interrupted ($N_PASS passed, $N_FAIL failed so far)" >&9; exit 130' INT
+	trap 'log "terminated ($N_PASS passed, $N_FAIL failed so far)" >&9; exit 143' TERM
 	log "work dir $WORK$([ $PLAIN = 1 ] && echo ' (plain mode: no csdfs)')"
 }
 
-# mkfs_vol [OPTIONS...]: make the volume; default --size 1G
+# mkfs_vol [OPTIONS...]: make the volume; default --size 1G; words in
+# $CSDFS_MKFS_OPTS are appended (e.g. "--chunk 128K --codec lz4")
 mkfs_vol() {
 	[ $PLAIN = 1 ] && return 0
 	[ $# -eq 0 ] && set -- --size 1G
+	# shellcheck disable=SC2086
+	set -- "$@" ${CSDFS_MKFS_OPTS:-}
 	if "$CSDFS_MKFS" "$@" "$VOL" >"$WORK/mkfs.log" 2>&1; then
 		pass "mkfs $*"
 	else
@@ -226,10 +235,13 @@ pid_alive() {
 }
 
 # mount_vol [DAEMON OPTIONS...]: start "csdfs -f [opts] VOL MNT" in the
-# background and wait (10 s) until MNT is a mount point.
+# background and wait (10 s) until MNT is a mount point. Words in
+# $CSDFS_MOUNT_OPTS come first (e.g. "-o writeback_cache").
 mount_vol() {
 	[ $PLAIN = 1 ] && return 0
 	local i rc
+	# shellcheck disable=SC2086
+	set -- ${CSDFS_MOUNT_OPTS:-} "$@"
 	echo "=== mount $(date +%T) $* ===" >>"$WORK/daemon.log"
 	"$CSDFS_BIN" -f "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
 	DAEMON_PID=$!
@@ -314,6 +326,7 @@ remount() {
 # kill9: simulate a daemon crash: SIGKILL, then detach the dead mount
 kill9() {
 	[ $PLAIN = 1 ] && return 0
+	local i
 	[ -n "$DAEMON_PID" ] || {
 		fail "kill9: no daemon running"
 		return 1
@@ -372,10 +385,11 @@ ensure_test_user() {
 	TEST_UID=$(id -u "$TEST_USER") && TEST_GID=$(id -g "$TEST_USER")
 }
 
-# as_user CMD...: run CMD as $TEST_USER without any capability
-as_user() {
-	setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups \
-		--inh-caps=-all --bounding-set=-all -- "$@"
+# "${AS_USER[@]}" CMD...: run CMD as $TEST_USER without any capability
+# (an array, not a function, so that `bounded` can run it)
+as_user_init() {
+	AS_USER=(setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups
+		--inh-caps=-all --bounding-set=-all --)
 }
 
 # ---------- cleanup ----------
@@ -384,8 +398,13 @@ cleanup() {
 	local rc=$? p m i
 	trap - EXIT INT TERM
 	set +e
+	# `timeout` leads its own process group: kill the group, so the command
+	# it runs dies too (a process stuck in a FUSE request dies on SIGKILL)
 	for p in "${BG_PIDS[@]}"; do
-		pid_alive "$p" && kill -9 "$p" 2>/dev/null
+		if pid_alive "$p"; then
+			kill -9 -- "-$p" 2>/dev/null || kill -9 "$p" 2>/dev/null
+			{ wait "$p"; } 2>/dev/null
+		fi
 	done
 	if [ -n "$WORK" ]; then
 		# every mount below $WORK (MNT, and any extra one a test made)
@@ -418,13 +437,19 @@ cleanup() {
 EXTRA_DAEMONS=()
 
 # daemons_using PATH: pids of processes whose command line mentions PATH
-# (our own unique temp path: finds a daemon we started that daemonised)
+# (our own unique temp path: finds a daemon we started that daemonised),
+# except this shell and the daemon mount_vol started
 daemons_using() {
 	local d c
 	for d in /proc/[0-9]*; do
-		c=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+		c=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline") || continue
 		case $c in
-		*"$1"*) [ "${d#/proc/}" != $$ ] && [ "${d#/proc/}" != "$BASHPID" ] && echo "${d#/proc/}" ;;
+		*"$1"*)
+			case ${d#/proc/} in
+			"$$" | "$BASHPID" | "$DAEMON_PID") ;;
+			*) echo "${d#/proc/}" ;;
+			esac
+			;;
 		esac
 	done
 }

@@ -27,7 +27,9 @@
  * Exit 0 if no error was seen, 1 otherwise. Only libc, pthreads and Linux
  * syscalls. Build: gcc -O2 -Wall -Wextra -o rw_stress rw_stress.c -lpthread
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -462,6 +464,9 @@ static int data_mode(void)
 		}
 		bad = verify_final();
 		printf("rw_stress: verify-only: %s, %ld bad blocks\n", bad ? "FAILED" : "ok", bad);
+		for (f = 0; f < nfiles; f++)
+			free(exp_gen[f]);
+		free(exp_gen);
 		return bad || n_errors ? 1 : 0;
 	}
 	nfiles = o_diff ? o_writers : 1;
@@ -535,6 +540,12 @@ static int data_mode(void)
 	printf("rw_stress: %ld errors during run, %ld bad blocks at the end, %ld transient "
 	       "torn buffered reads (page cache, tolerated): %s\n",
 	       n_errors - bad, bad, n_transient, n_errors ? "FAILED" : "ok");
+	for (f = 0; f < nfiles; f++)
+		free(exp_gen[f]);
+	free(exp_gen);
+	free(fds);
+	free(wt);
+	free(rt);
 	free(buf);
 	return n_errors ? 1 : 0;
 }
@@ -816,6 +827,13 @@ static int ns_mode(int nproc)
 	printf("rw_stress: namespace: %d processes, %d rounds max, %ld listing passes, "
 	       "%d entries expected, %d found, %ld errors: %s\n", nproc, maxr, sh->passes, nexp,
 	       ngot, sh->errors, sh->errors ? "FAILED" : "ok");
+	for (i = 0; i < nexp; i++)
+		free(exp[i]);
+	for (i = 0; i < ngot; i++)
+		free(got[i]);
+	free(exp);
+	free(got);
+	free(pids);
 	return sh->errors ? 1 : 0;
 }
 

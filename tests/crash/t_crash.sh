@@ -1,0 +1,392 @@
+#!/bin/bash
+# t_crash: crash consistency at random points (SPEC G2 durability, G3 atomic
+# 16 KiB writes, G4 consistency; README.md in this directory explains it).
+#
+# One volume; each crash point: pagecheck (4 threads) overwrites random
+# 16 KiB pages, single raw ones or runs of up to 4 compressible ones, with
+# fsyncs in between, while a churn thread creates, truncates, punches,
+# renames and unlinks files beside them. Then the daemon, run under
+# powercut_preload.so, dies by SIGKILL: after a random 0.2-1.5 s, or by its
+# own hand just before its N-th write/sync of data.mdb, of the container or
+# of either (that lands inside group commits). Half the points stop there
+# (process crash: every write the daemon made stays); the other half also
+# run powercut on the container and data.mdb (power cut: every write not yet
+# made durable is dropped or kept, page by page, in a random combination).
+# Then: csdfs-fsck --verify-data must be clean, the volume must mount, and
+# pagecheck verify must find no torn page, no lost acknowledged page and
+# nothing unreadable.
+#
+# Counter-checks, proving each half of the harness has teeth:
+# - COUNTER_POINTS (default 20): a second volume mounted with -o test_inplace
+#   (raw chunks overwritten in place, 4 KiB at a time) is crashed the same
+#   way; pagecheck MUST see torn pages there at least once.
+# - LIAR_POINTS (default 3): a power cut by a disk that ignores flushes
+#   (powercut --ignore-sync on the container, undo logs never truncated):
+#   fsck, mount or verify MUST notice at least once.
+#
+# Environment: CRASH_POINTS (default 100; the slow suite 2000), COUNTER_POINTS,
+# LIAR_POINTS, CRASH_SEED (default random; every point prints its own seed),
+# CRASH_FILES, CRASH_PAGES, CRASH_THREADS, CRASH_TMPDIR (default /dev/shm
+# when usable: the simulation needs no real disk and tmpfs fsyncs are free),
+# CRASH_KEEP_DIR (on a failure, copy the volume, undo logs and logs there),
+# PAGECHECK POWERCUT POWERCUT_PRELOAD (built tools; compiled from source into
+# the work dir when unset), plus lib.sh's CSDFS_BIN CSDFS_MKFS CSDFS_FSCK.
+T_NAME=t_crash
+CRASH_DIR=$(cd "$(dirname "$0")" && pwd)
+
+# Every point SIGKILLs two of our background jobs on purpose, and bash would
+# announce each death ("line N: PID Killed ..."): drop those notices.
+exec 2> >(grep --line-buffered -Ev '^[^ ]+: line [0-9]+: +[0-9]+ Killed ' >&2)
+
+if [ -z "${CRASH_TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] &&
+	[ "$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')" -gt $((2 << 20)) ] 2>/dev/null; then
+	CRASH_TMPDIR=/dev/shm
+fi
+[ -n "${CRASH_TMPDIR:-}" ] && export TMPDIR=$CRASH_TMPDIR
+. "$CRASH_DIR/../integration/lib.sh"
+
+CRASH_POINTS=${CRASH_POINTS:-100}
+COUNTER_POINTS=${COUNTER_POINTS:-20}
+LIAR_POINTS=${LIAR_POINTS:-3}
+CRASH_SEED=${CRASH_SEED:-$(( (RANDOM << 15 | RANDOM) ))}
+CRASH_FILES=${CRASH_FILES:-4}
+CRASH_PAGES=${CRASH_PAGES:-64}
+CRASH_THREADS=${CRASH_THREADS:-4}
+FSCK_OPTS=(--verify-data)
+
+require_csdfs
+require_tools awk timeout
+setup
+
+# tool VAR NAME SRC [LIBS...]: a private copy (a rebuild during the run must
+# not pull it away) of the built tool named by $VAR, else compile SRC
+tool() {
+	local var=$1 name=$2 src=$CRASH_DIR/$3 out
+	shift 3
+	mkdir -p "$WORK/bin"
+	out=${!var:-}
+	if [ -n "$out" ] && [ -e "$out" ] && ! [ "$src" -nt "$out" ]; then
+		cp "$out" "$WORK/bin/$name" || die "cannot copy $out"
+		printf '%s\n' "$WORK/bin/$name"
+		return 0
+	fi
+	command -v gcc >/dev/null 2>&1 || skip_test "$name is not built (set $var) and there is no gcc"
+	out=$WORK/bin/$name
+	if [ "$name" = powercut_preload.so ]; then
+		gcc -O2 -Wall -shared -fPIC -U_FORTIFY_SOURCE -o "$out" "$src" "$@" >&2
+	else
+		gcc -O2 -Wall -D_FILE_OFFSET_BITS=64 -o "$out" "$src" "$@" >&2
+	fi || die "cannot compile $src"
+	printf '%s\n' "$out"
+}
+PAGECHECK=$(tool PAGECHECK pagecheck pagecheck.c -lpthread) || exit $?
+POWERCUT=$(tool POWERCUT powercut powercut.c) || exit $?
+POWERCUT_PRELOAD=$(tool POWERCUT_PRELOAD powercut_preload.so powercut_preload.c -ldl -lpthread) || exit $?
+
+PLOG=$WORK/undo
+STATE=$WORK/pagecheck.state
+WL_PID=
+log "seed $CRASH_SEED, $CRASH_POINTS crash points + $COUNTER_POINTS in-place + $LIAR_POINTS lying-disk counter-checks," \
+	"$CRASH_FILES files x $CRASH_PAGES pages x $CRASH_THREADS threads, fsck ${FSCK_OPTS[*]}"
+
+# start_daemon PRELOAD [OPTS...]: csdfs -f on $VOL/$MNT, with the power-cut
+# recorder when PRELOAD=1 (fresh undo logs; KEEP_ALL=1 keeps them whole;
+# KILL_AT/KILL_FILE: self-kill at that event once armed), and wait for the mount.
+start_daemon() {
+	local pre=$1 i
+	shift
+	echo "=== mount $(date +%T.%N) preload=$pre${KILL_AT:+ kill_at=$KILL_AT${KILL_FILE:+ in $KILL_FILE}} $* ===" \
+		>>"$WORK/daemon.log"
+	if [ "$pre" = 1 ]; then
+		rm -rf "$PLOG"
+		mkdir -p "$PLOG"
+		LD_PRELOAD=$POWERCUT_PRELOAD POWERCUT_LOG=$PLOG POWERCUT_KEEP_ALL=${KEEP_ALL:-0} \
+			POWERCUT_KILL_AT=${KILL_AT:-0} POWERCUT_KILL_FILE=${KILL_FILE:-} \
+			"$CSDFS_BIN" -f "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
+	else
+		"$CSDFS_BIN" -f "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
+	fi
+	DAEMON_PID=$!
+	for ((i = 0; i < 500; i++)); do
+		if mountpoint -q "$MNT"; then
+			timeout 10 stat "$MNT" >/dev/null 2>&1 && return 0
+			break
+		fi
+		pid_alive "$DAEMON_PID" || break
+		sleep 0.02
+	done
+	DAEMON_PID=
+	return 1
+}
+
+# crash: SIGKILL the daemon and the workload at once (the daemon may already
+# be dead), reap both, detach the dead mount. DAEMON_STATUS: how the daemon
+# ended (137 = SIGKILL, ours or its own).
+crash() {
+	local i
+	kill -9 "$DAEMON_PID" ${WL_PID:+"$WL_PID"} 2>/dev/null
+	wait "$DAEMON_PID" 2>/dev/null
+	DAEMON_STATUS=$?
+	[ -n "$WL_PID" ] && { wait "$WL_PID"; } 2>/dev/null
+	DAEMON_PID=
+	WL_PID=
+	fusermount3 -u -z "$MNT" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		mountpoint -q "$MNT" || return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# start_workload SEED SYNC_EVERY FILES PAGES [OPTIONS...]: pagecheck write in
+# the background (for far longer than we let it run: it must still be alive
+# at the crash)
+start_workload() {
+	"$PAGECHECK" write --dir "$MNT" --state "$STATE" --seconds 600 --seed "$1" \
+		--sync-every "$2" --files "$3" --pages "$4" --threads "$CRASH_THREADS" \
+		"${@:5}" >"$WORK/workload.log" 2>&1 &
+	WL_PID=$!
+	BG_PIDS+=("$WL_PID")
+}
+
+# run_for MS: wait MS milliseconds, or less if the daemon dies
+run_for() {
+	local end=$((${EPOCHREALTIME/./} / 1000 + $1))
+	while [ $((${EPOCHREALTIME/./} / 1000)) -lt $end ]; do
+		pid_alive "$DAEMON_PID" || return 0
+		sleep 0.02
+	done
+}
+
+# keep_evidence WHY: print what we know, copy it to $CRASH_KEEP_DIR if set
+keep_evidence() {
+	local f
+	log "evidence for: $1"
+	for f in powercut.log fsck.log verify.log workload.log; do
+		[ -s "$WORK/$f" ] || continue
+		log "--- $f"
+		head -n 40 "$WORK/$f" | sed 's/^/    | /'
+	done
+	show_daemon_log
+	if [ -n "${CRASH_KEEP_DIR:-}" ]; then
+		mkdir -p "$CRASH_KEEP_DIR" &&
+			cp -a "$VOL" "$STATE" "$WORK"/*.log "$CRASH_KEEP_DIR"/ 2>/dev/null
+		[ -d "$PLOG" ] && cp -a "$PLOG" "$CRASH_KEEP_DIR"/
+		log "volume, state file, undo logs and logs copied to $CRASH_KEEP_DIR"
+	fi
+}
+
+# plan_point N: draw point N's parameters from its seed. The self-kill event
+# is chosen here because the daemon that will run point N is started (and
+# verifies point N-1) before point N begins.
+plan_point() {
+	seed=$((CRASH_SEED + $1))
+	RANDOM=$seed
+	mode=kill
+	((RANDOM % 2)) && mode=power
+	ms=$((200 + RANDOM % 1301))
+	sync_every=$((2 << (RANDOM % 4 * 2)))	# 2, 8, 32 or 128
+	keep=$(echo "0.0 0.3 0.5 0.8" | cut -d' ' -f$((RANDOM % 4 + 1)))
+	# raw single-page writes, or runs of up to 4 pages of 2:1 data that
+	# csdfs packs into shared extents
+	shape=()
+	((RANDOM % 2)) && shape=(--multi 4 --compress)
+	KILL_AT=
+	KILL_FILE=
+	if ((RANDOM % 2)); then
+		# crash at the Nth write/sync (of one file, or of both)
+		case $((RANDOM % 3)) in
+		0) KILL_FILE=data.mdb KILL_AT=$((1 + RANDOM % 300)) ;;
+		1) KILL_FILE=container KILL_AT=$((1 + RANDOM % 1500)) ;;
+		2) KILL_AT=$((1 + RANDOM % 2000)) ;;
+		esac
+		ms=1500	# the timer is only the fallback
+	fi
+}
+
+# ---------- crash points ----------
+
+mkfs_vol --size 256M
+plan_point 1
+start_daemon 1 || die "first mount failed"
+ok_kill=0
+ok_power=0
+self_kills=0
+reverted=0
+mdb_cuts=0
+for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
+	what="point $pt/$CRASH_POINTS: $mode"
+	if [ -n "$KILL_AT" ]; then
+		what+=" at event $KILL_AT${KILL_FILE:+ of $KILL_FILE}"
+	else
+		what+=" after ${ms} ms"
+	fi
+	what+=", sync every $sync_every, ${shape[*]:-single raw pages}, seed $seed"
+	[ $mode = power ] && what+=", keep $keep"
+
+	touch "$PLOG/arm"
+	start_workload "$seed" "$sync_every" "$CRASH_FILES" "$CRASH_PAGES" "${shape[@]}" --churn
+	run_for "$ms"
+	if pid_alive "$DAEMON_PID"; then
+		[ -n "$KILL_AT" ] && what+=" (not reached: timer after ${ms} ms)"
+		if ! pid_alive "$WL_PID"; then
+			wait "$WL_PID"
+			fail "$what: the workload died before the crash (exit $?)"
+			WL_PID=
+			keep_evidence "workload died"
+			break
+		fi
+	elif [ -n "$KILL_AT" ]; then
+		self_kills=$((self_kills + 1))
+	fi
+	if ! crash; then
+		fail "$what: $MNT still mounted after the crash"
+		break
+	fi
+	if [ "$DAEMON_STATUS" != 137 ]; then
+		fail "$what: the daemon died on its own with status $DAEMON_STATUS"
+		keep_evidence "daemon died"
+		break
+	fi
+	: >"$WORK/powercut.log"
+	if [ $mode = power ]; then
+		if ! "$POWERCUT" --log "$PLOG" --seed "$seed" --keep-prob "$keep" --keep-log \
+			"$VOL/container" "$VOL/meta/data.mdb" >"$WORK/powercut.log" 2>&1; then
+			fail "$what: powercut failed"
+			keep_evidence "powercut failed"
+			break
+		fi
+		n=$(awk '/dirty pages reverted/ { s += $3 } END { print s + 0 }' "$WORK/powercut.log")
+		reverted=$((reverted + n))
+		n_mdb=$(awk '/data.mdb: .* dirty pages reverted/ { print $3 }' "$WORK/powercut.log")
+		[ "${n_mdb:-0}" -gt 0 ] && mdb_cuts=$((mdb_cuts + 1))
+		what+=", pages reverted: $(awk '/dirty pages reverted/ {
+			n = split($2, p, "/"); sub(/:$/, "", p[n])
+			printf "%s%s %s/%s", sep, p[n], $3, $5; sep = ", " }' \
+			"$WORK/powercut.log")"
+	fi
+	timeout -k 5 120 "$CSDFS_FSCK" "${FSCK_OPTS[@]}" "$VOL" >"$WORK/fsck.log" 2>&1
+	rc=$?
+	if [ $rc != 0 ]; then
+		fail "$what: csdfs-fsck exited $rc"
+		keep_evidence "fsck not clean"
+		break
+	fi
+	this="$what"
+	plan_point $((pt + 1))
+	if ! start_daemon 1; then
+		fail "$this: the volume does not mount after the crash"
+		keep_evidence "mount failed"
+		break
+	fi
+	timeout -k 5 120 "$PAGECHECK" verify --dir "$MNT" --state "$STATE" >"$WORK/verify.log" 2>&1
+	rc=$?
+	if [ $rc != 0 ]; then
+		fail "$this: pagecheck verify exited $rc: $(tail -n 1 "$WORK/verify.log")"
+		keep_evidence "verify failed"
+		break
+	fi
+	pass "$this; $(sed -n 's/^pagecheck: verify: //p' "$WORK/verify.log")"
+	if [[ $this == *": power"* ]]; then ok_power=$((ok_power + 1)); else ok_kill=$((ok_kill + 1)); fi
+done
+KILL_AT=
+KILL_FILE=
+if [ -n "$DAEMON_PID" ] && [ $N_FAIL = 0 ]; then
+	umount_vol || fail "clean unmount after the crash points"
+	timeout -k 5 120 "$CSDFS_FSCK" "${FSCK_OPTS[@]}" "$VOL" >"$WORK/fsck.log" 2>&1 ||
+		fail "csdfs-fsck after the final clean unmount: $(head -n 5 "$WORK/fsck.log")"
+fi
+log "crash points: $ok_kill process crashes and $ok_power power cuts survived" \
+	"($self_kills of them at a chosen write/sync); $reverted un-synced pages reverted" \
+	"in all, data.mdb pages in $mdb_cuts cuts"
+
+# ---------- counter-check: in-place writes must be seen torn ----------
+
+if [ $N_FAIL = 0 ] && [ "$COUNTER_POINTS" -gt 0 ]; then
+	[ -n "$DAEMON_PID" ] && crash
+	VOL=$WORK/vol_inplace
+	STATE=$WORK/inplace.state
+	mkfs_vol --size 256M
+	torn_points=0
+	for ((pt = 1; pt <= COUNTER_POINTS; pt++)); do
+		seed=$((CRASH_SEED + 100000 + pt))
+		RANDOM=$seed
+		ms=$((300 + RANDOM % 700))
+		if ! start_daemon 0 -o test_inplace; then
+			fail "counter point $pt: mount -o test_inplace failed"
+			break
+		fi
+		# every point starts from fresh files: tearing seen is this point's
+		rm -f "$MNT"/pc.* "$STATE"
+		start_workload "$seed" 16 2 16
+		sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+		if ! pid_alive "$WL_PID"; then
+			fail "counter point $pt: the workload died before the crash"
+			keep_evidence "workload died"
+			break
+		fi
+		crash || { fail "counter point $pt: still mounted after the crash"; break; }
+		if ! start_daemon 0 -o test_inplace; then
+			fail "counter point $pt: remount -o test_inplace failed"
+			break
+		fi
+		"$PAGECHECK" verify --dir "$MNT" --state "$STATE" --max-report 3 >"$WORK/verify.log" 2>&1
+		torn=$(sed -n 's/.* torn \([0-9]*\) .*/\1/p' "$WORK/verify.log")
+		log "counter point $pt (kill after ${ms} ms, seed $seed):" \
+			"$(sed -n 's/^pagecheck: verify: //p' "$WORK/verify.log")"
+		if [ "${torn:-0}" -gt 0 ]; then
+			torn_points=$((torn_points + 1))
+			[ $torn_points = 1 ] && grep -m 1 TORN "$WORK/verify.log" | sed 's/^/    /'
+		fi
+		umount_vol || break
+	done
+	if [ $torn_points -gt 0 ]; then
+		pass "counter-check: pagecheck saw torn pages after $torn_points of $COUNTER_POINTS in-place crashes"
+	else
+		fail "counter-check: no torn page in $COUNTER_POINTS in-place crashes: the checker cannot see tearing"
+	fi
+fi
+
+# ---------- counter-check: a disk that ignores flushes must be noticed ----------
+
+if [ $N_FAIL = 0 ] && [ "$LIAR_POINTS" -gt 0 ]; then
+	[ -n "$DAEMON_PID" ] && crash
+	VOL=$WORK/vol_liar
+	STATE=$WORK/liar.state
+	caught=0
+	for ((pt = 1; pt <= LIAR_POINTS; pt++)); do
+		seed=$((CRASH_SEED + 200000 + pt))
+		rm -f "$STATE"
+		"$CSDFS_MKFS" --force --size 256M "$VOL" >"$WORK/mkfs.log" 2>&1 ||
+			die "mkfs for the lying-disk check: $(head -n 3 "$WORK/mkfs.log")"
+		KEEP_ALL=1 start_daemon 1 || die "lying-disk point $pt: mount failed"
+		start_workload "$seed" 8 "$CRASH_FILES" "$CRASH_PAGES"
+		sleep 0.6
+		pid_alive "$WL_PID" || die "lying-disk point $pt: the workload died before the crash"
+		crash || die "lying-disk point $pt: still mounted after the crash"
+		{
+			"$POWERCUT" --log "$PLOG" --seed "$seed" --ignore-sync "$VOL/container" &&
+				"$POWERCUT" --log "$PLOG" --seed "$seed" "$VOL/meta/data.mdb"
+		} >"$WORK/powercut.log" 2>&1 || die "lying-disk point $pt: powercut failed"
+		how=
+		timeout -k 5 120 "$CSDFS_FSCK" "${FSCK_OPTS[@]}" "$VOL" >"$WORK/fsck.log" 2>&1 ||
+			how+=" fsck exit $?;"
+		if start_daemon 0; then
+			timeout -k 5 120 "$PAGECHECK" verify --dir "$MNT" --state "$STATE" \
+				--max-report 0 >"$WORK/verify.log" 2>&1 ||
+				how+=" verify: $(sed -n 's/^pagecheck: verify: //p' "$WORK/verify.log");"
+			umount_vol >/dev/null || crash
+		else
+			how+=" no mount;"
+		fi
+		log "lying-disk point $pt (seed $seed): ${how:- NOT NOTICED}"
+		[ -n "$how" ] && caught=$((caught + 1))
+	done
+	if [ $caught -gt 0 ]; then
+		pass "lying-disk check: $caught of $LIAR_POINTS power cuts that dropped flushed writes were noticed"
+	else
+		fail "lying-disk check: none of $LIAR_POINTS power cuts that dropped flushed writes was noticed"
+	fi
+fi
+
+finish

@@ -1,0 +1,1015 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fault injection through the I/O seam (STYLE.md habits 10 and 11; SPEC G1,
+ * G2, G4). A fixed workload runs through the csdfs_fs_* API (no FUSE) on a
+ * fresh volume whose container I/O fails at the Nth call, for every N the
+ * workload reaches, with EIO and ENOSPC, once and sticky. Then:
+ *   - every operation that failed returned a clean negative errno, and none
+ *     failed before the fault fired;
+ *   - what the session reads back at the end is exactly what its successful
+ *     operations wrote (a failed operation changes nothing);
+ *   - csdfs_vol_close may fail, but csdfs_fsck (verify_data) is clean;
+ *   - reopened without faults, every file holds its content as of its last
+ *     acknowledged fsync (or O_SYNC write), or a later state its successful
+ *     writes produced: the volume never goes back past an acknowledged
+ *     fsync and never shows a state that was not written.
+ * A hang (no return within FAULT_RUN_SECONDS) aborts with the case named.
+ *
+ * The main sweeps run without the commit thread (no_commit_thread), so
+ * commits happen only at fsync, O_SYNC writes and close, and the Nth call is
+ * the same call every run. Two more sweeps run the commit thread every 2 ms,
+ * so commits (and their failures) also happen behind the workload's back;
+ * they use a thread-safe copy of the fault wrapper, because the library's
+ * own is not (BUG, test_fault_seam_threads).
+ *
+ * Every run starts from a copy of one freshly made volume; volumes live
+ * under $CSDFS_TEST_TMPDIR, else /dev/shm, else /tmp.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "csdfs/csdfs.h"
+#include "csdfs/io.h"
+#include "csdfs/log.h"
+
+#define VOL_SIZE (64ull << 20)
+#define FAULT_RUN_SECONDS 30
+#define MAX_PROBLEMS_SHOWN 40
+
+/* ---- deterministic data -------------------------------------------------- */
+
+enum data_kind { D_TEXT, D_RANDOM, D_HALF, D_ZERO };
+
+static void fill(unsigned char *p, size_t len, enum data_kind kind, uint64_t seed)
+{
+	static const char words[] = "the row was committed to the page of the index ";
+	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 0x1234567;
+
+	for (size_t i = 0; i < len; i++) {
+		s ^= s >> 12;
+		s ^= s << 25;
+		s ^= s >> 27;
+		switch (kind) {
+		case D_TEXT:
+			p[i] = (unsigned char)words[(i + seed) % (sizeof(words) - 1)];
+			break;
+		case D_RANDOM:
+			p[i] = (unsigned char)((s * 0x2545f4914f6cdd1dull) >> 56);
+			break;
+		case D_HALF:    /* 2:1: random 256-byte runs between zero runs */
+			p[i] = (i / 256) % 2 ? 0 :
+			       (unsigned char)((s * 0x2545f4914f6cdd1dull) >> 56);
+			break;
+		case D_ZERO:
+			p[i] = 0;
+			break;
+		}
+	}
+}
+
+/* ---- the model ----------------------------------------------------------- */
+
+struct state {
+	unsigned char *data;
+	size_t len;
+};
+
+enum { F_ALPHA, F_BETA, F_GAMMA, F_DELTA, F_EPS, NFILES };
+static const char *const file_labels[NFILES] = {
+	"'alpha'", "'dir/beta'", "'gamma' (renamed 'dir/gamma2')", "'delta'", "'eps'",
+};
+
+struct mfile {
+	const char *label;
+	uint64_t ino;             /* 0: not created */
+	uint64_t parent;          /* where its name is now */
+	char name[32];
+	bool gone;                /* unlinked successfully */
+	unsigned char *cur;       /* content as the successful ops left it */
+	size_t len;
+	/* What may be found after reopen: states[0] is the content at the
+	 * last acknowledged fsync (or creation), then each later state. */
+	struct state *states;
+	size_t nstates;
+	bool durable;             /* an fsync of it was acknowledged */
+	bool may_vanish;          /* an unlink succeeded after that */
+};
+
+struct run {
+	struct csdfs_vol *vol;
+	struct csdfs_io_fault fault;
+	const char *tag;          /* "N=12 err=EIO once", for messages */
+	struct csdfs_cred cred;
+	uint64_t dir;             /* ino of "dir", or root if not created */
+	struct mfile f[NFILES];
+	unsigned ops, failed_ops;
+	unsigned problems;
+	char first_problem[512];
+};
+
+static unsigned total_problems;
+static unsigned other_errnos;   /* failures neither EIO nor ENOSPC */
+static char first_total_problem[512];
+
+static void problem(struct run *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void problem(struct run *r, const char *fmt, ...)
+{
+	char msg[400], line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(line, sizeof(line), "%s: %s", r->tag, msg);
+	if (!r->problems)
+		snprintf(r->first_problem, sizeof(r->first_problem), "%s", line);
+	if (!total_problems)
+		snprintf(first_total_problem, sizeof(first_total_problem), "%s", line);
+	r->problems++;
+	total_problems++;
+	if (total_problems <= MAX_PROBLEMS_SHOWN)
+		fprintf(stderr, "test_faults: %s\n", line);
+}
+
+static void state_push(struct mfile *m)
+{
+	struct state *s = realloc(m->states, (m->nstates + 1) * sizeof(*s));
+
+	ck_assert_ptr_nonnull(s);
+	m->states = s;
+	s[m->nstates].data = malloc(m->len ? m->len : 1);
+	ck_assert_ptr_nonnull(s[m->nstates].data);
+	if (m->len)
+		memcpy(s[m->nstates].data, m->cur, m->len);
+	s[m->nstates].len = m->len;
+	m->nstates++;
+}
+
+static void states_clear(struct mfile *m)
+{
+	for (size_t i = 0; i < m->nstates; i++)
+		free(m->states[i].data);
+	free(m->states);
+	m->states = NULL;
+	m->nstates = 0;
+}
+
+static void model_free(struct run *r)
+{
+	for (int i = 0; i < NFILES; i++) {
+		states_clear(&r->f[i]);
+		free(r->f[i].cur);
+		r->f[i].cur = NULL;
+	}
+}
+
+static void model_resize(struct mfile *m, size_t len)
+{
+	unsigned char *p = realloc(m->cur, len ? len : 1);
+
+	ck_assert_ptr_nonnull(p);
+	if (len > m->len)
+		memset(p + m->len, 0, len - m->len);
+	m->cur = p;
+	m->len = len;
+}
+
+/* An operation returned @rc: a clean -errno, and only after the fault. */
+static bool op_result(struct run *r, const char *what, long rc)
+{
+	r->ops++;
+	if (rc >= 0)
+		return true;
+	r->failed_ops++;
+	if (rc < -4095)
+		problem(r, "%s returned %ld, not a -errno", what, rc);
+	else if (!__atomic_load_n(&r->fault.failed, __ATOMIC_SEQ_CST))
+		problem(r, "%s failed with %ld (%s) before any injected fault",
+			what, rc, strerror((int)-rc));
+	else if (rc != -EIO && rc != -ENOSPC && ++other_errnos <= 10)
+		/* Not wrong as such, but worth a look: say what it was. */
+		fprintf(stderr, "test_faults: note: %s: %s failed with %s\n", r->tag, what,
+			strerror((int)-rc));
+	return false;
+}
+
+/* ---- workload steps ------------------------------------------------------ */
+
+static void w_create(struct run *r, int fi, uint64_t parent, const char *name)
+{
+	struct mfile *m = &r->f[fi];
+	struct stat st;
+	int rc;
+
+	rc = csdfs_fs_mknod(r->vol, &r->cred, parent, name, S_IFREG | 0644, 0, &st);
+	if (!op_result(r, "create", rc))
+		return;
+	m->ino = st.st_ino;
+	m->parent = parent;
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	model_resize(m, 0);
+	states_clear(m);
+	state_push(m);       /* may be absent, or empty, after reopen */
+}
+
+static bool live(struct mfile *m)
+{
+	return m->ino && !m->gone;
+}
+
+static void w_write(struct run *r, int fi, uint64_t off, size_t len,
+		    enum data_kind kind, bool sync)
+{
+	struct mfile *m = &r->f[fi];
+	unsigned char *buf;
+	ssize_t rc;
+
+	if (!live(m))
+		return;
+	buf = malloc(len);
+	ck_assert_ptr_nonnull(buf);
+	fill(buf, len, kind, off * 31 + len + (uint64_t)fi);
+	rc = csdfs_fs_write(r->vol, m->ino, (const char *)buf, len, off, sync);
+	if (rc >= 0 && (size_t)rc != len) {
+		problem(r, "write of %zu bytes to %s returned %zd", len, m->label, rc);
+	} else if (op_result(r, sync ? "O_SYNC write" : "write", rc)) {
+		if (off + len > m->len)
+			model_resize(m, off + len);
+		memcpy(m->cur + off, buf, len);
+		if (sync) {
+			/* Acknowledged durable, like an fsync. */
+			states_clear(m);
+			m->durable = true;
+			m->may_vanish = false;
+		}
+		state_push(m);
+	}
+	free(buf);
+}
+
+static void w_truncate(struct run *r, int fi, uint64_t size)
+{
+	struct mfile *m = &r->f[fi];
+	struct stat in, st;
+	int rc;
+
+	if (!live(m))
+		return;
+	memset(&in, 0, sizeof(in));
+	in.st_size = (off_t)size;
+	rc = csdfs_fs_setattr(r->vol, m->ino, &in, CSDFS_SET_SIZE, &st);
+	if (op_result(r, "truncate", rc)) {
+		model_resize(m, size);
+		state_push(m);
+	}
+}
+
+static void w_fsync(struct run *r, int fi)
+{
+	struct mfile *m = &r->f[fi];
+	int rc;
+
+	if (!live(m))
+		return;
+	rc = csdfs_fs_fsync(r->vol, m->ino);
+	if (op_result(r, "fsync", rc)) {
+		states_clear(m);
+		state_push(m);
+		m->durable = true;
+		m->may_vanish = false;
+	}
+}
+
+static void w_rename(struct run *r, int fi, uint64_t newparent, const char *newname)
+{
+	struct mfile *m = &r->f[fi];
+	int rc;
+
+	if (!live(m))
+		return;
+	rc = csdfs_fs_rename(r->vol, m->parent, m->name, newparent, newname, 0);
+	if (op_result(r, "rename", rc)) {
+		m->parent = newparent;
+		snprintf(m->name, sizeof(m->name), "%s", newname);
+	}
+}
+
+static void w_unlink(struct run *r, int fi)
+{
+	struct mfile *m = &r->f[fi];
+	int rc;
+
+	if (!live(m))
+		return;
+	rc = csdfs_fs_unlink(r->vol, m->parent, m->name);
+	if (op_result(r, "unlink", rc)) {
+		m->gone = true;
+		m->may_vanish = true;
+	}
+}
+
+static void w_punch(struct run *r, int fi, uint64_t off, uint64_t len)
+{
+	struct mfile *m = &r->f[fi];
+	int rc;
+
+	if (!live(m))
+		return;
+	rc = csdfs_fs_fallocate(r->vol, m->ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				off, len);
+	if (op_result(r, "punch hole", rc)) {
+		if (off < m->len)
+			memset(m->cur + off, 0, off + len < m->len ? len : m->len - off);
+		state_push(m);
+	}
+}
+
+/* The session's own view: a read fails cleanly or returns exactly what the
+ * successful operations wrote. */
+static void w_verify(struct run *r, int fi)
+{
+	struct mfile *m = &r->f[fi];
+	size_t cap = m->len + 4096;
+	char *buf;
+	ssize_t rc;
+
+	if (!live(m))
+		return;
+	buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	rc = csdfs_fs_read(r->vol, m->ino, buf, cap, 0);
+	if (op_result(r, "read", rc) &&
+	    ((size_t)rc != m->len || (m->len && memcmp(buf, m->cur, m->len))))
+		problem(r, "%s reads back %zd bytes%s, the session wrote %zu",
+			m->label, rc, (size_t)rc == m->len ? " that differ" : "", m->len);
+	free(buf);
+}
+
+static void workload(struct run *r)
+{
+	struct stat st;
+	int rc;
+
+	rc = csdfs_fs_mknod(r->vol, &r->cred, CSDFS_ROOT_INO, "dir", S_IFDIR | 0755, 0, &st);
+	r->dir = op_result(r, "mkdir", rc) ? st.st_ino : CSDFS_ROOT_INO;
+	w_create(r, F_ALPHA, CSDFS_ROOT_INO, "alpha");
+	w_create(r, F_BETA, r->dir, "beta");
+	w_create(r, F_GAMMA, CSDFS_ROOT_INO, "gamma");
+	w_create(r, F_DELTA, CSDFS_ROOT_INO, "delta");
+
+	w_write(r, F_ALPHA, 0, 40000, D_TEXT, false);
+	w_write(r, F_BETA, 0, 20000, D_RANDOM, false);
+	w_write(r, F_GAMMA, 0, 33000, D_HALF, false);
+	w_fsync(r, F_ALPHA);
+	w_fsync(r, F_BETA);
+
+	/* Partial-chunk overwrites: read-modify-write of stored chunks. */
+	w_write(r, F_ALPHA, 5000, 3000, D_RANDOM, false);
+	w_write(r, F_ALPHA, 30000, 1000, D_TEXT, false);
+	w_fsync(r, F_ALPHA);
+
+	w_rename(r, F_GAMMA, r->dir, "gamma2");
+	w_write(r, F_DELTA, 0, 16384, D_RANDOM, true);
+	w_unlink(r, F_DELTA);
+	w_truncate(r, F_BETA, 7000);
+	w_write(r, F_BETA, 10000, 2000, D_TEXT, false);
+	w_fsync(r, F_BETA);
+
+	w_truncate(r, F_GAMMA, 50000);
+	w_write(r, F_GAMMA, 45000, 2000, D_RANDOM, false);
+	w_write(r, F_ALPHA, 0, 16384, D_ZERO, false);   /* chunk 0 -> hole */
+	w_fsync(r, F_GAMMA);
+
+	w_create(r, F_EPS, CSDFS_ROOT_INO, "eps");
+	w_write(r, F_EPS, 0, 8000, D_TEXT, false);
+	w_write(r, F_EPS, 100, 50, D_RANDOM, false);
+	if (r->dir != CSDFS_ROOT_INO)
+		op_result(r, "fsync dir", csdfs_fs_fsync(r->vol, r->dir));
+	w_write(r, F_ALPHA, 40000, 5000, D_HALF, false);
+	w_write(r, F_BETA, 3000, 1000, D_HALF, false);
+	w_fsync(r, F_EPS);
+	w_truncate(r, F_GAMMA, 20000);
+	w_punch(r, F_ALPHA, 20000, 10000);   /* partial chunks at both ends */
+
+	/* More rounds: multi-chunk and unaligned writes, some fsynced. */
+	for (int round = 0; round < 3; round++) {
+		static const int order[] = { F_ALPHA, F_BETA, F_GAMMA, F_EPS };
+
+		for (int k = 0; k < 4; k++) {
+			int fi = order[k];
+			uint64_t off = ((uint64_t)round * 7919 + (uint64_t)fi * 12347) % 60000;
+			size_t len = 1000 + (size_t)round * 9000 + (size_t)k * 777;
+
+			w_write(r, fi, off, len, (enum data_kind)((round + k) % 4), false);
+			if ((round + k) % 2)
+				w_fsync(r, fi);
+		}
+	}
+	w_truncate(r, F_BETA, 0);
+	w_write(r, F_BETA, 0, 5000, D_TEXT, true);
+
+	for (int i = 0; i < NFILES; i++)
+		w_verify(r, i);
+}
+
+/* ---- after the faulted session ------------------------------------------- */
+
+static void check_reopened(struct run *r, struct csdfs_vol *vol)
+{
+	for (int i = 0; i < NFILES; i++) {
+		struct mfile *m = &r->f[i];
+		struct stat st;
+		size_t cap;
+		char *buf;
+		ssize_t n;
+		int rc;
+
+		if (!m->ino)
+			continue;
+		rc = csdfs_fs_getattr(vol, m->ino, &st);
+		if (rc == -ENOENT) {
+			if (m->durable && !m->may_vanish)
+				problem(r, "BUG: %s (inode %llu) was fsynced, but is gone after reopen",
+					m->label, (unsigned long long)m->ino);
+			continue;
+		}
+		if (rc) {
+			problem(r, "getattr of %s after reopen: %d (%s)", m->label, rc,
+				strerror(-rc));
+			continue;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			problem(r, "%s is not a regular file after reopen", m->label);
+			continue;
+		}
+		cap = (size_t)st.st_size + 4096;
+		buf = malloc(cap);
+		ck_assert_ptr_nonnull(buf);
+		n = csdfs_fs_read(vol, m->ino, buf, cap, 0);
+		if (n < 0 || (uint64_t)n != (uint64_t)st.st_size) {
+			problem(r, "reading %s after reopen: %zd (size %lld)", m->label, n,
+				(long long)st.st_size);
+		} else {
+			bool match = false;
+
+			for (size_t k = 0; k < m->nstates && !match; k++)
+				match = m->states[k].len == (size_t)n &&
+					!memcmp(m->states[k].data, buf, (size_t)n);
+			if (!match)
+				problem(r, "BUG: %s after reopen has %zd bytes that match neither its "
+					"last acknowledged fsync (%zu bytes) nor any of the %zu later "
+					"states", m->label, n, m->nstates ? m->states[0].len : 0,
+					m->nstates ? m->nstates - 1 : 0);
+		}
+		free(buf);
+	}
+}
+
+/* ---- one run ------------------------------------------------------------- */
+
+static char tmpbase[1024];
+
+static void rm_volume(const char *vol);
+
+static void rm_tmpbase(void)
+{
+	char tpath[1100];
+
+	if (!tmpbase[0])
+		return;
+	snprintf(tpath, sizeof(tpath), "%s/template", tmpbase);
+	rm_volume(tpath);
+	rmdir(tmpbase);
+	tmpbase[0] = '\0';
+}
+
+static void make_tmpbase(void)
+{
+	const char *base = getenv("CSDFS_TEST_TMPDIR");
+	struct stat st;
+
+	if (tmpbase[0])
+		return;
+	if (!base)
+		base = !stat("/dev/shm", &st) && S_ISDIR(st.st_mode) &&
+		       !access("/dev/shm", W_OK) ? "/dev/shm" : "/tmp";
+	snprintf(tmpbase, sizeof(tmpbase), "%s/csdfs-test-faults.XXXXXX", base);
+	ck_assert_ptr_nonnull(mkdtemp(tmpbase));
+}
+
+static void rm_volume(const char *vol)
+{
+	char p[1300];
+
+	snprintf(p, sizeof(p), "%s/container", vol);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/meta/data.mdb", vol);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/meta/lock.mdb", vol);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/meta", vol);
+	rmdir(p);
+	rmdir(vol);
+}
+
+static int install_fault(struct csdfs_io *io, void *arg)
+{
+	return csdfs_io_fault_install(io, arg);
+}
+
+/*
+ * A thread-safe stand-in for csdfs_io_fault_install, same counting rules,
+ * for the sweeps with the commit thread. BUG (reported, test_fault_seam_threads
+ * below): csdfs_io_fault_install's wrapper swaps io->priv to the inner
+ * backend's value around every forwarded call, so a call from a second
+ * thread in that window takes the inner priv (NULL for the POSIX backend) for
+ * its fault state and crashes (SIGSEGV in fault_sync, commit thread, while
+ * the workload thread is inside a forwarded pwrite). This one forwards to a
+ * private copy of the inner csdfs_io instead and never writes to @io again.
+ */
+struct tfault {
+	struct csdfs_io inner;
+	struct csdfs_io_fault *f;
+};
+
+static int tfault_should_fail(struct csdfs_io *io, unsigned kind)
+{
+	struct csdfs_io_fault *f = ((struct tfault *)io->priv)->f;
+	unsigned long long n;
+
+	if (!(f->kinds & kind))
+		return 0;
+	n = __atomic_add_fetch(&f->calls, 1, __ATOMIC_SEQ_CST);
+	if (f->nth && (n == f->nth || (f->sticky && n > f->nth))) {
+		__atomic_add_fetch(&f->failed, 1, __ATOMIC_SEQ_CST);
+		return -f->err;
+	}
+	return 0;
+}
+
+static int tfault_pread(struct csdfs_io *io, void *buf, size_t len, uint64_t off)
+{
+	struct tfault *t = io->priv;
+	int rc = tfault_should_fail(io, CSDFS_IO_PREAD);
+
+	return rc ? rc : t->inner.ops->pread(&t->inner, buf, len, off);
+}
+
+static int tfault_pwrite(struct csdfs_io *io, const void *buf, size_t len,
+			 uint64_t off)
+{
+	struct tfault *t = io->priv;
+	int rc = tfault_should_fail(io, CSDFS_IO_PWRITE);
+
+	return rc ? rc : t->inner.ops->pwrite(&t->inner, buf, len, off);
+}
+
+static int tfault_sync(struct csdfs_io *io)
+{
+	struct tfault *t = io->priv;
+	int rc = tfault_should_fail(io, CSDFS_IO_SYNC);
+
+	return rc ? rc : t->inner.ops->sync(&t->inner);
+}
+
+static int tfault_punch(struct csdfs_io *io, uint64_t off, uint64_t len)
+{
+	struct tfault *t = io->priv;
+	int rc = tfault_should_fail(io, CSDFS_IO_PUNCH);
+
+	return rc ? rc : t->inner.ops->punch(&t->inner, off, len);
+}
+
+static void tfault_close(struct csdfs_io *io)
+{
+	struct tfault *t = io->priv;
+
+	csdfs_io_close(&t->inner);
+	io->priv = NULL;
+	io->fd = -1;
+	free(t);
+}
+
+static const struct csdfs_io_ops tfault_ops = {
+	.pread = tfault_pread,
+	.pwrite = tfault_pwrite,
+	.sync = tfault_sync,
+	.punch = tfault_punch,
+	.close = tfault_close,
+};
+
+static int install_tfault(struct csdfs_io *io, void *arg)
+{
+	struct tfault *t = malloc(sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->inner = *io;
+	t->f = arg;
+	io->ops = &tfault_ops;
+	io->priv = t;
+	return 0;
+}
+
+/* A hang names its case and aborts (check reports the signal). */
+static char hang_msg[256];
+
+static void on_alarm(int sig)
+{
+	ssize_t w = write(2, hang_msg, strlen(hang_msg));
+
+	(void)w;
+	(void)sig;
+	abort();
+}
+
+/*
+ * A fresh volume for every run: csdfs_vol_create makes a template once per
+ * process, and each run gets a byte-identical copy of it, except that the
+ * container is sparse instead of preallocated (only its first blocks hold
+ * anything yet). Preallocating and deleting 64 MiB was two thirds of each
+ * run's time; what the volume holds is the same.
+ */
+static void copy_file(const char *from, const char *to, size_t len, off_t size)
+{
+	char *buf = malloc(len ? len : 1);
+	int in = open(from, O_RDONLY | O_CLOEXEC);
+	int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ssize_t n;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_msg(in >= 0 && out >= 0, "cannot copy '%s' to '%s': %s", from, to,
+		      strerror(errno));
+	n = read(in, buf, len);
+	ck_assert_int_ge(n, 0);
+	ck_assert_int_eq(write(out, buf, (size_t)n), n);
+	ck_assert_int_eq(ftruncate(out, size), 0);
+	close(in);
+	close(out);
+	free(buf);
+}
+
+static void fresh_volume(const char *vpath)
+{
+	struct csdfs_mkfs_opts mk = {
+		.size = VOL_SIZE, .multiplier = 2.0,
+		.codec = { CSDFS_CODEC_ZSTD, 1 }, .chunk_size = 16384,
+	};
+	char tpath[1100], from[1300], to[1300], msg[512];
+	struct stat st;
+
+	snprintf(tpath, sizeof(tpath), "%s/template", tmpbase);
+	if (stat(tpath, &st)) {
+		msg[0] = '\0';
+		ck_assert_msg(csdfs_vol_create(tpath, &mk, msg, sizeof(msg)) == 0,
+			      "csdfs_vol_create: %s", msg);
+	}
+	ck_assert_int_eq(mkdir(vpath, 0700), 0);
+	snprintf(to, sizeof(to), "%s/meta", vpath);
+	ck_assert_int_eq(mkdir(to, 0700), 0);
+	snprintf(from, sizeof(from), "%s/container", tpath);
+	snprintf(to, sizeof(to), "%s/container", vpath);
+	copy_file(from, to, 16 * 4096, (off_t)VOL_SIZE);
+	snprintf(from, sizeof(from), "%s/meta/data.mdb", tpath);
+	snprintf(to, sizeof(to), "%s/meta/data.mdb", vpath);
+	ck_assert_int_eq(stat(from, &st), 0);
+	copy_file(from, to, (size_t)st.st_size, st.st_size);
+}
+
+struct outcome {
+	unsigned long long calls;   /* fault-counted I/O calls seen */
+	unsigned long long failed;  /* calls failed by the fault */
+	bool open_failed, close_failed;
+	unsigned ops, failed_ops;
+};
+
+/* @thread: run the commit thread with a 2 ms interval, so commits also
+ * happen behind the workload's back (the Nth call then varies a little). */
+static unsigned one_run(unsigned long long nth, int err, bool sticky, bool thread,
+			struct outcome *out)
+{
+	struct csdfs_fsck_opts fo = { .verify_data = true };
+	struct csdfs_mount_opts mo = { .no_commit_thread = !thread,
+					.commit_ms = thread ? 2 : 0 };
+	struct csdfs_vol *vol = NULL;
+	struct run r;
+	char vpath[1100], msg[512], tag[96];
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	memset(out, 0, sizeof(*out));
+	snprintf(tag, sizeof(tag), "N=%llu err=%s %s%s", nth,
+		 err == EIO ? "EIO" : err == ENOSPC ? "ENOSPC" : "?",
+		 sticky ? "sticky" : "once", thread ? " commit-thread" : "");
+	r.tag = tag;
+	for (int i = 0; i < NFILES; i++)
+		r.f[i].label = file_labels[i];
+	r.cred.uid = getuid();
+	r.cred.gid = getgid();
+	r.fault.kinds = CSDFS_IO_ALL;
+	r.fault.nth = nth;
+	r.fault.err = err;
+	r.fault.sticky = sticky;
+	snprintf(hang_msg, sizeof(hang_msg),
+		 "test_faults: %s: no return within %d s (hang)\n", tag, FAULT_RUN_SECONDS);
+
+	make_tmpbase();
+	snprintf(vpath, sizeof(vpath), "%s/vol", tmpbase);
+	rm_volume(vpath);
+	csdfs_log_set_level(LOG_ERR);
+	fresh_volume(vpath);
+
+	alarm(FAULT_RUN_SECONDS);
+	/* Faulted part: a failed commit logs at LOG_CRIT; expected here. */
+	csdfs_log_set_level(-1);
+	mo.io_hook = thread ? install_tfault : install_fault;
+	mo.io_hook_arg = &r.fault;
+	msg[0] = '\0';
+	rc = csdfs_vol_open(vpath, &mo, &vol, msg, sizeof(msg));
+	if (rc) {
+		out->open_failed = true;
+		if (rc > 0 || rc < -4095)
+			problem(&r, "open returned %d", rc);
+		else if (!r.fault.failed)
+			problem(&r, "open failed before any injected fault: %s", msg);
+		else if (!msg[0])
+			problem(&r, "open failed (%d) without a message", rc);
+	} else {
+		r.vol = vol;
+		workload(&r);
+		rc = csdfs_vol_close(vol);
+		r.vol = NULL;
+		if (rc) {
+			out->close_failed = true;
+			if (rc > 0 || rc < -4095)
+				problem(&r, "close returned %d", rc);
+			else if (!r.fault.failed)
+				problem(&r, "close failed (%d) before any injected fault", rc);
+		}
+	}
+	out->calls = r.fault.calls;
+	out->failed = r.fault.failed;
+	out->ops = r.ops;
+	out->failed_ops = r.failed_ops;
+
+	/* The oracle, without faults. */
+	csdfs_log_set_level(LOG_ERR);
+	rc = csdfs_fsck(vpath, &fo);
+	if (rc)
+		problem(&r, "BUG: fsck after the faulted session returned %d (problems logged above)",
+			rc);
+	mo.io_hook = NULL;
+	mo.io_hook_arg = NULL;
+	mo.no_commit_thread = true;
+	msg[0] = '\0';
+	rc = csdfs_vol_open(vpath, &mo, &vol, msg, sizeof(msg));
+	if (rc) {
+		problem(&r, "BUG: reopen without faults failed: %d (%s)", rc, msg);
+	} else {
+		check_reopened(&r, vol);
+		rc = csdfs_vol_close(vol);
+		if (rc)
+			problem(&r, "close after the clean reopen: %d", rc);
+		rc = csdfs_fsck(vpath, &fo);
+		if (rc)
+			problem(&r, "BUG: fsck after the clean reopen returned %d", rc);
+	}
+	alarm(0);
+	model_free(&r);
+	rm_volume(vpath);
+	return r.problems;
+}
+
+/* ---- the tests ----------------------------------------------------------- */
+
+static unsigned long long count_calls(bool thread)
+{
+	struct outcome o;
+	unsigned p = one_run(0, EIO, false, thread, &o);
+
+	ck_assert_msg(p == 0, "the workload has problems without any fault: %s",
+		      first_total_problem);
+	ck_assert_msg(o.failed_ops == 0 && !o.open_failed && !o.close_failed,
+		      "operations failed without a fault");
+	ck_assert_msg(o.calls > 10, "only %llu I/O calls: the workload does no I/O?",
+		      o.calls);
+	return o.calls;
+}
+
+START_TEST(test_no_fault)
+{
+	unsigned long long c = count_calls(false);
+
+	fprintf(stderr, "test_faults: the workload makes %llu container I/O calls\n", c);
+	rm_tmpbase();
+}
+END_TEST
+
+static const struct {
+	int err;
+	bool sticky, thread;
+} sweeps[] = {
+	{ EIO, false, false }, { EIO, true, false },
+	{ ENOSPC, false, false }, { ENOSPC, true, false },
+	{ EIO, false, true }, { EIO, true, true },
+};
+
+START_TEST(test_fault_sweep)
+{
+	int err = sweeps[_i].err;
+	bool sticky = sweeps[_i].sticky, thread = sweeps[_i].thread;
+	unsigned long long c = count_calls(thread);
+	unsigned long long open_failed = 0, close_failed = 0, ops_failed = 0;
+	unsigned bad_runs = 0;
+
+	signal(SIGALRM, on_alarm);
+	total_problems = 0;
+	other_errnos = 0;
+	first_total_problem[0] = '\0';
+	/* One past the end as well: a fault that never fires changes nothing. */
+	for (unsigned long long n = 1; n <= c + 1; n++) {
+		struct outcome o;
+
+		if (one_run(n, err, sticky, thread, &o))
+			bad_runs++;
+		open_failed += o.open_failed;
+		close_failed += o.close_failed;
+		ops_failed += o.failed_ops;
+		if (n <= c && !o.failed && !thread)
+			fprintf(stderr, "test_faults: N=%llu never fired (%llu calls)\n", n,
+				o.calls);
+	}
+	fprintf(stderr, "test_faults: %s %s%s: %llu runs, %llu open failures, %llu close "
+		"failures, %llu failed operations (%u with another errno), %u runs with problems "
+		"(%u problems)\n",
+		err == EIO ? "EIO" : "ENOSPC", sticky ? "sticky" : "once",
+		thread ? " commit-thread" : "", c + 1, open_failed, close_failed, ops_failed, other_errnos, bad_runs, total_problems);
+	rm_tmpbase();
+	ck_assert_msg(total_problems == 0, "%u problems in %u of %llu runs; first: %s",
+		      total_problems, bad_runs, c + 1, first_total_problem);
+}
+END_TEST
+
+/*
+ * BUG (open): the seam's own fault wrapper is not thread-safe. io_fault.c's
+ * FORWARD() sets io->priv to the inner backend's priv for the duration of
+ * every forwarded call and puts its own state back afterwards; a second
+ * thread calling through the same csdfs_io in that window reads the inner
+ * priv as its fault state (NULL for the POSIX backend: SIGSEGV in
+ * should_fail, seen in fault_sync from the commit thread), and an inner call
+ * can run with the wrapper's priv instead of its own. The I/O seam promises
+ * thread-safe ops (io.h), and the daemon has a commit thread plus FUSE
+ * workers. Here two threads hammer one faulted (count-only) csdfs_io; the
+ * inner backend checks it always gets its own priv. Fails (a mismatch, or
+ * signal 11) until io_fault.c stops writing io->priv per call (e.g. forward
+ * to a private copy of the inner struct csdfs_io, as install_tfault does).
+ */
+struct seam_inner {
+	unsigned long long mismatches;
+	void *unused[4];
+};
+
+static struct seam_inner seam_state;
+
+static int seam_check(struct csdfs_io *io)
+{
+	if (io->priv != &seam_state)
+		__atomic_add_fetch(&seam_state.mismatches, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+static int seam_pread(struct csdfs_io *io, void *buf, size_t len, uint64_t off)
+{
+	memset(buf, 0, len);
+	return seam_check(io);
+}
+
+static int seam_pwrite(struct csdfs_io *io, const void *buf, size_t len,
+		       uint64_t off)
+{
+	int rc = seam_check(io);
+
+	/* Widen the window in which the wrapper has swapped io->priv, so the
+	 * race shows on one loaded CPU too. */
+	sched_yield();
+	return rc ? rc : seam_check(io);
+}
+
+static int seam_sync(struct csdfs_io *io)
+{
+	return seam_check(io);
+}
+
+static int seam_punch(struct csdfs_io *io, uint64_t off, uint64_t len)
+{
+	return seam_check(io);
+}
+
+static void seam_close(struct csdfs_io *io)
+{
+}
+
+static const struct csdfs_io_ops seam_ops = {
+	.pread = seam_pread,
+	.pwrite = seam_pwrite,
+	.sync = seam_sync,
+	.punch = seam_punch,
+	.close = seam_close,
+};
+
+#define SEAM_SECONDS 1.0
+
+static double seam_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool seam_go_on(double end)
+{
+	return !__atomic_load_n(&seam_state.mismatches, __ATOMIC_SEQ_CST) &&
+	       seam_now() < end;
+}
+
+static void *seam_thread(void *arg)
+{
+	struct csdfs_io *io = arg;
+	double end = seam_now() + SEAM_SECONDS;
+	char buf[64] = "";
+
+	while (seam_go_on(end))
+		csdfs_io_pwrite(io, buf, sizeof(buf), 4096);
+	return NULL;
+}
+
+START_TEST(test_fault_seam_threads)
+{
+	struct csdfs_io_fault f = { .kinds = CSDFS_IO_ALL, .nth = 0 };
+	struct csdfs_io io = { .ops = &seam_ops, .fd = -1, .size = 1 << 20,
+			       .priv = &seam_state };
+	pthread_t t;
+	double end;
+
+	ck_assert_int_eq(csdfs_io_fault_install(&io, &f), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, seam_thread, &io), 0);
+	end = seam_now() + SEAM_SECONDS;
+	while (seam_go_on(end))
+		for (int i = 0; i < 100; i++)
+			csdfs_io_sync(&io);
+	pthread_join(t, NULL);
+	csdfs_io_close(&io);
+	ck_assert_msg(seam_state.mismatches == 0,
+		      "BUG: csdfs_io_fault_install's wrapper is not thread-safe: an inner "
+		      "backend call ran with a foreign io->priv (%llu times in %llu calls)",
+		      seam_state.mismatches, f.calls);
+}
+END_TEST
+
+static Suite *faults_suite(void)
+{
+	Suite *s = suite_create("faults");
+	TCase *base = tcase_create("base");
+	TCase *sweep = tcase_create("sweep");
+
+	tcase_set_timeout(base, 60);
+	tcase_add_test(base, test_no_fault);
+	tcase_add_test(base, test_fault_seam_threads);
+	suite_add_tcase(s, base);
+
+	/* Generous: each sweep is a few hundred volume lifecycles, and the
+	 * same binary may run under valgrind. */
+	tcase_set_timeout(sweep, 600);
+	tcase_add_loop_test(sweep, test_fault_sweep, 0,
+			    (int)(sizeof(sweeps) / sizeof(sweeps[0])));
+	suite_add_tcase(s, sweep);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(faults_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

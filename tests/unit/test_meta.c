@@ -1,0 +1,784 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for meta_lmdb.c, the metadata store adapter: put/get/del round
+ * trips on several sub-databases, LMDB's error space translated to -errno
+ * (-ENOENT, -EEXIST, -EINVAL, -ENOSPC, -EUCLEAN), nested transactions
+ * (a child's abort discards only its own changes), durability across
+ * close/reopen, cursor semantics (seek/next/prev/first/last, the end of the
+ * database, delete-then-next across pages), hostile environments (missing,
+ * garbage data.mdb, a valid LMDB environment that is not ours), and the
+ * big-endian key helpers.
+ *
+ * Every test works in its own directory under one mkdtemp() base that the
+ * parent process (main) creates and removes after all the forked tests
+ * ran, so a failing test leaves nothing behind in /tmp.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Only to build foreign environments csdfs must refuse. */
+#include <lmdb.h>
+
+#include "csdfs/meta.h"
+
+#define MAPSIZE (64ull << 20)
+
+static char base_dir[] = "/tmp/csdfs-test-meta-XXXXXX";
+
+static int rm_cb(const char *path, const struct stat *st, int flag,
+		 struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void base_setup(void)
+{
+	if (!mkdtemp(base_dir)) {
+		perror("mkdtemp");
+		exit(EXIT_FAILURE);
+	}
+}
+
+static void base_teardown(void)
+{
+	nftw(base_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh, empty directory for one test. */
+static void test_dir(char *out, size_t len, const char *name)
+{
+	snprintf(out, len, "%s/%s", base_dir, name);
+	ck_assert_int_eq(mkdir(out, 0700), 0);
+}
+
+static void key64(uint8_t k[8], uint64_t v)
+{
+	csdfs_be64_put(k, v);
+}
+
+static void expect_val(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
+		       size_t klen, const char *want)
+{
+	struct csdfs_val v;
+
+	ck_assert_int_eq(csdfs_meta_get(txn, db, key, klen, &v), 0);
+	ck_assert_uint_eq(v.len, strlen(want));
+	ck_assert_int_eq(memcmp(v.data, want, v.len), 0);
+}
+
+static void expect_none(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
+			size_t klen)
+{
+	struct csdfs_val v;
+
+	ck_assert_int_eq(csdfs_meta_get(txn, db, key, klen, &v), -ENOENT);
+}
+
+static void put_str(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
+		    size_t klen, const char *val)
+{
+	ck_assert_int_eq(csdfs_meta_put(txn, db, key, klen, val, strlen(val), 0), 0);
+}
+
+static struct csdfs_meta *open_new(const char *dir)
+{
+	struct csdfs_meta *m = NULL;
+
+	ck_assert_int_eq(csdfs_meta_open(dir, true, MAPSIZE, &m), 0);
+	ck_assert_ptr_nonnull(m);
+	return m;
+}
+
+/* ---- basic round trips --------------------------------------------------- */
+
+START_TEST(test_open_missing)
+{
+	char dir[512], nodir[600];
+	struct csdfs_meta *m = NULL;
+
+	test_dir(dir, sizeof(dir), "missing");
+	/* An empty directory holds no environment. */
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), -ENOENT);
+	ck_assert_ptr_null(m);
+	/* Nor does a directory that does not exist. */
+	snprintf(nodir, sizeof(nodir), "%s/nope", dir);
+	ck_assert_int_eq(csdfs_meta_open(nodir, false, MAPSIZE, &m), -ENOENT);
+	ck_assert_ptr_null(m);
+	/* Opening without create must not have created anything. */
+	ck_assert_int_ne(access(nodir, F_OK), 0);
+	{
+		char f[700];
+
+		snprintf(f, sizeof(f), "%s/data.mdb", dir);
+		ck_assert_int_ne(access(f, F_OK), 0);
+	}
+}
+END_TEST
+
+START_TEST(test_put_get_del)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *t;
+	struct csdfs_val v;
+	uint8_t k[8];
+	uint8_t big[16384];
+
+	test_dir(dir, sizeof(dir), "putget");
+	m = open_new(dir);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+
+	put_str(t, CSDFS_DB_META, "alpha", 5, "one");
+	key64(k, 5);
+	put_str(t, CSDFS_DB_INODES, k, 8, "inode five");
+	put_str(t, CSDFS_DB_FREE, k, 8, "free five");
+	put_str(t, CSDFS_DB_XATTRS, "x", 1, "");
+	expect_val(t, CSDFS_DB_META, "alpha", 5, "one");
+	expect_val(t, CSDFS_DB_INODES, k, 8, "inode five");
+	/* The same key in another sub-database is another record. */
+	expect_val(t, CSDFS_DB_FREE, k, 8, "free five");
+	expect_none(t, CSDFS_DB_CHUNKS, k, 8);
+	expect_none(t, CSDFS_DB_META, "alph", 4);
+	/* Empty values are values. */
+	ck_assert_int_eq(csdfs_meta_get(t, CSDFS_DB_XATTRS, "x", 1, &v), 0);
+	ck_assert_uint_eq(v.len, 0);
+
+	/* NOOVERWRITE: -EEXIST and the old value stays. */
+	ck_assert_int_eq(csdfs_meta_put(t, CSDFS_DB_META, "alpha", 5, "two", 3,
+					CSDFS_PUT_NOOVERWRITE), -EEXIST);
+	expect_val(t, CSDFS_DB_META, "alpha", 5, "one");
+	ck_assert_int_eq(csdfs_meta_put(t, CSDFS_DB_META, "beta", 4, "b", 1,
+					CSDFS_PUT_NOOVERWRITE), 0);
+	/* A plain put overwrites. */
+	put_str(t, CSDFS_DB_META, "alpha", 5, "three");
+	expect_val(t, CSDFS_DB_META, "alpha", 5, "three");
+
+	/* Delete, then it is gone; deleting again is -ENOENT. */
+	ck_assert_int_eq(csdfs_meta_del(t, CSDFS_DB_INODES, k, 8), 0);
+	expect_none(t, CSDFS_DB_INODES, k, 8);
+	ck_assert_int_eq(csdfs_meta_del(t, CSDFS_DB_INODES, k, 8), -ENOENT);
+	expect_val(t, CSDFS_DB_FREE, k, 8, "free five");
+
+	/* Large values (overflow pages) round-trip byte for byte. */
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 + 3);
+	ck_assert_int_eq(csdfs_meta_put(t, CSDFS_DB_SYMLINKS, "big", 3, big,
+					sizeof(big), 0), 0);
+	ck_assert_int_eq(csdfs_meta_get(t, CSDFS_DB_SYMLINKS, "big", 3, &v), 0);
+	ck_assert_uint_eq(v.len, sizeof(big));
+	ck_assert_int_eq(memcmp(v.data, big, sizeof(big)), 0);
+
+	ck_assert_int_eq(csdfs_meta_commit(t), 0);
+	ck_assert_uint_gt(csdfs_meta_file_bytes(m), 0);
+	csdfs_meta_close(m);
+	csdfs_meta_close(NULL);   /* harmless */
+	csdfs_meta_abort(NULL);   /* harmless */
+}
+END_TEST
+
+START_TEST(test_bad_keys)
+{
+	char dir[512], key[600];
+	struct csdfs_meta *m;
+	struct csdfs_txn *t;
+	struct csdfs_val v;
+
+	test_dir(dir, sizeof(dir), "badkeys");
+	m = open_new(dir);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	memset(key, 'k', sizeof(key));
+	/* LMDB's key limit (511 by default): an invalid size, not a crash. */
+	ck_assert_int_eq(csdfs_meta_put(t, CSDFS_DB_META, key, sizeof(key), "v", 1, 0),
+			 -EINVAL);
+	ck_assert_int_eq(csdfs_meta_put(t, CSDFS_DB_META, key, 0, "v", 1, 0), -EINVAL);
+	/* A failed put leaves the transaction usable. */
+	put_str(t, CSDFS_DB_META, "ok", 2, "fine");
+	/* No record can have such a key: a lookup finds nothing (or calls the
+	 * key invalid), and never crashes. */
+	{
+		int rc = csdfs_meta_get(t, CSDFS_DB_META, key, sizeof(key), &v);
+
+		ck_assert_msg(rc == -ENOENT || rc == -EINVAL, "get gave %d", rc);
+	}
+	ck_assert_int_eq(csdfs_meta_commit(t), 0);
+	csdfs_meta_close(m);
+}
+END_TEST
+
+START_TEST(test_map_full)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *t;
+	static uint8_t val[64 * 1024];
+	uint8_t k[8];
+	int rc = 0, i;
+
+	test_dir(dir, sizeof(dir), "mapfull");
+	ck_assert_int_eq(csdfs_meta_open(dir, true, 1u << 20, &m), 0);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	put_str(t, CSDFS_DB_META, "keep", 4, "me");
+	ck_assert_int_eq(csdfs_meta_commit(t), 0);
+
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	for (i = 0; i < 64 && !rc; i++) {
+		key64(k, (uint64_t)i);
+		rc = csdfs_meta_put(t, CSDFS_DB_XATTRS, k, 8, val, sizeof(val), 0);
+	}
+	/* MDB_MAP_FULL is translated, never leaked as an LMDB code. */
+	ck_assert_int_eq(rc, -ENOSPC);
+	csdfs_meta_abort(t);
+
+	/* The environment survives: earlier commits are intact. */
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	expect_val(t, CSDFS_DB_META, "keep", 4, "me");
+	csdfs_meta_abort(t);
+	csdfs_meta_close(m);
+}
+END_TEST
+
+/* ---- transactions -------------------------------------------------------- */
+
+START_TEST(test_nested_abort_and_commit)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *p, *c, *gc;
+
+	test_dir(dir, sizeof(dir), "nested");
+	m = open_new(dir);
+
+	/* Committed base state. */
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
+	put_str(p, CSDFS_DB_META, "base", 4, "b0");
+	ck_assert_int_eq(csdfs_meta_commit(p), 0);
+
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
+	put_str(p, CSDFS_DB_META, "parent", 6, "p1");
+
+	/* Child: sees the parent's change, makes its own, then aborts. */
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	expect_val(c, CSDFS_DB_META, "parent", 6, "p1");
+	put_str(c, CSDFS_DB_META, "child", 5, "c1");
+	put_str(c, CSDFS_DB_META, "parent", 6, "p1-by-child");
+	ck_assert_int_eq(csdfs_meta_del(c, CSDFS_DB_META, "base", 4), 0);
+	put_str(c, CSDFS_DB_DIRENTS, "d", 1, "dirent");
+	expect_none(c, CSDFS_DB_META, "base", 4);
+	csdfs_meta_abort(c);
+
+	/* The parent keeps its own change and none of the child's. */
+	expect_val(p, CSDFS_DB_META, "parent", 6, "p1");
+	expect_none(p, CSDFS_DB_META, "child", 5);
+	expect_none(p, CSDFS_DB_DIRENTS, "d", 1);
+	expect_val(p, CSDFS_DB_META, "base", 4, "b0");
+
+	/* A committed child merges into the parent... */
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	put_str(c, CSDFS_DB_META, "child2", 6, "c2");
+	/* ...including its own aborted and committed grandchildren. */
+	ck_assert_int_eq(csdfs_meta_begin(m, c, &gc), 0);
+	put_str(gc, CSDFS_DB_META, "grand-aborted", 13, "x");
+	csdfs_meta_abort(gc);
+	ck_assert_int_eq(csdfs_meta_begin(m, c, &gc), 0);
+	put_str(gc, CSDFS_DB_META, "grand", 5, "g");
+	ck_assert_int_eq(csdfs_meta_commit(gc), 0);
+	ck_assert_int_eq(csdfs_meta_commit(c), 0);
+	expect_val(p, CSDFS_DB_META, "child2", 6, "c2");
+	expect_val(p, CSDFS_DB_META, "grand", 5, "g");
+	expect_none(p, CSDFS_DB_META, "grand-aborted", 13);
+	ck_assert_int_eq(csdfs_meta_commit(p), 0);
+
+	/* An aborted top-level transaction leaves no trace. */
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
+	put_str(p, CSDFS_DB_META, "lost", 4, "l");
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	put_str(c, CSDFS_DB_META, "lost-child", 10, "lc");
+	ck_assert_int_eq(csdfs_meta_commit(c), 0);
+	csdfs_meta_abort(p);
+	csdfs_meta_close(m);
+
+	/* Reopen: exactly the committed state. */
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
+	expect_val(p, CSDFS_DB_META, "base", 4, "b0");
+	expect_val(p, CSDFS_DB_META, "parent", 6, "p1");
+	expect_val(p, CSDFS_DB_META, "child2", 6, "c2");
+	expect_val(p, CSDFS_DB_META, "grand", 5, "g");
+	expect_none(p, CSDFS_DB_META, "child", 5);
+	expect_none(p, CSDFS_DB_META, "grand-aborted", 13);
+	expect_none(p, CSDFS_DB_META, "lost", 4);
+	expect_none(p, CSDFS_DB_META, "lost-child", 10);
+	expect_none(p, CSDFS_DB_DIRENTS, "d", 1);
+	csdfs_meta_abort(p);
+	csdfs_meta_close(m);
+}
+END_TEST
+
+START_TEST(test_persist_reopen)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *t;
+	uint8_t k[8];
+
+	test_dir(dir, sizeof(dir), "persist");
+	m = open_new(dir);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	for (int db = 0; db < CSDFS_DB_COUNT; db++) {
+		char val[32];
+
+		key64(k, (uint64_t)db * 1000 + 1);
+		snprintf(val, sizeof(val), "db%d", db);
+		put_str(t, (enum csdfs_db)db, k, 8, val);
+	}
+	ck_assert_int_eq(csdfs_meta_commit(t), 0);
+	csdfs_meta_close(m);
+
+	/* Reopen twice (the second reopen sees the first one's state). */
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+		ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+		for (int db = 0; db < CSDFS_DB_COUNT; db++) {
+			char val[32];
+
+			key64(k, (uint64_t)db * 1000 + 1);
+			snprintf(val, sizeof(val), "db%d", db);
+			expect_val(t, (enum csdfs_db)db, k, 8, val);
+		}
+		ck_assert_int_eq(csdfs_meta_commit(t), 0);
+		csdfs_meta_close(m);
+	}
+	/* create=true on an existing environment opens it, keeping data. */
+	m = open_new(dir);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	key64(k, 1);
+	expect_val(t, CSDFS_DB_META, k, 8, "db0");
+	csdfs_meta_abort(t);
+	csdfs_meta_close(m);
+}
+END_TEST
+
+/* ---- cursors ------------------------------------------------------------- */
+
+static uint64_t kv(const struct csdfs_val *k)
+{
+	ck_assert_uint_eq(k->len, 8);
+	return csdfs_be64_get(k->data);
+}
+
+START_TEST(test_cursor_semantics)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *t;
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint8_t key[8];
+
+	test_dir(dir, sizeof(dir), "cursor");
+	m = open_new(dir);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+
+	/* An empty database: every positioning call is -ENOENT. */
+	ck_assert_int_eq(csdfs_cursor_open(t, CSDFS_DB_CHUNKS, &cur), 0);
+	ck_assert_int_eq(csdfs_cursor_first(cur, &k, &v), -ENOENT);
+	ck_assert_int_eq(csdfs_cursor_last(cur, &k, &v), -ENOENT);
+	key64(key, 0);
+	ck_assert_int_eq(csdfs_cursor_seek(cur, key, 8, &k, &v), -ENOENT);
+	csdfs_cursor_close(cur);
+
+	for (uint64_t i = 10; i <= 100; i += 10) {
+		char val[16];
+
+		key64(key, i);
+		snprintf(val, sizeof(val), "v%llu", (unsigned long long)i);
+		put_str(t, CSDFS_DB_CHUNKS, key, 8, val);
+	}
+	ck_assert_int_eq(csdfs_cursor_open(t, CSDFS_DB_CHUNKS, &cur), 0);
+	key64(key, 25);
+	ck_assert_int_eq(csdfs_cursor_seek(cur, key, 8, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 30);
+	ck_assert_uint_eq(v.len, 3);
+	ck_assert_int_eq(memcmp(v.data, "v30", 3), 0);
+	ck_assert_int_eq(csdfs_cursor_next(cur, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 40);
+	ck_assert_int_eq(csdfs_cursor_prev(cur, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 30);
+	ck_assert_int_eq(csdfs_cursor_prev(cur, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 20);
+	/* Exact match. */
+	key64(key, 70);
+	ck_assert_int_eq(csdfs_cursor_seek(cur, key, 8, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 70);
+	/* Before the first key: the first key. */
+	key64(key, 0);
+	ck_assert_int_eq(csdfs_cursor_seek(cur, key, 8, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 10);
+	ck_assert_int_eq(csdfs_cursor_first(cur, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 10);
+	ck_assert_int_eq(csdfs_cursor_prev(cur, &k, &v), -ENOENT);
+	ck_assert_int_eq(csdfs_cursor_last(cur, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 100);
+	ck_assert_int_eq(csdfs_cursor_next(cur, &k, &v), -ENOENT);
+	/* Past the end. */
+	key64(key, 101);
+	ck_assert_int_eq(csdfs_cursor_seek(cur, key, 8, &k, &v), -ENOENT);
+	key64(key, UINT64_MAX);
+	ck_assert_int_eq(csdfs_cursor_seek(cur, key, 8, &k, &v), -ENOENT);
+	/* NULL outputs are allowed. */
+	ck_assert_int_eq(csdfs_cursor_first(cur, NULL, NULL), 0);
+
+	/* Delete 30: the next item after the deleted one is 40. */
+	key64(key, 30);
+	ck_assert_int_eq(csdfs_cursor_seek(cur, key, 8, &k, &v), 0);
+	ck_assert_int_eq(csdfs_cursor_del(cur), 0);
+	ck_assert_int_eq(csdfs_cursor_next(cur, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 40);
+	key64(key, 30);
+	expect_none(t, CSDFS_DB_CHUNKS, key, 8);
+	/* Delete the last item: nothing follows. */
+	ck_assert_int_eq(csdfs_cursor_last(cur, &k, &v), 0);
+	ck_assert_int_eq(csdfs_cursor_del(cur), 0);
+	ck_assert_int_eq(csdfs_cursor_next(cur, &k, &v), -ENOENT);
+	ck_assert_int_eq(csdfs_cursor_last(cur, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 90);
+	/* Delete the first item: next is the new first. */
+	ck_assert_int_eq(csdfs_cursor_first(cur, &k, &v), 0);
+	ck_assert_int_eq(csdfs_cursor_del(cur), 0);
+	ck_assert_int_eq(csdfs_cursor_next(cur, &k, &v), 0);
+	ck_assert_uint_eq(kv(&k), 20);
+	csdfs_cursor_close(cur);
+	csdfs_cursor_close(NULL);  /* harmless */
+	ck_assert_int_eq(csdfs_meta_commit(t), 0);
+	csdfs_meta_close(m);
+}
+END_TEST
+
+START_TEST(test_cursor_numeric_order)
+{
+	static const uint64_t keys[] = {
+		0, 1, 255, 256, 65535, 65536, 1ull << 32, (1ull << 32) + 1,
+		1ull << 40, 0x00ff00ff00ff00ffull, 1ull << 63, UINT64_MAX - 1,
+		UINT64_MAX,
+	};
+	size_t nk = sizeof(keys) / sizeof(keys[0]), i = 0;
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *t;
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint8_t key[8];
+	int rc;
+
+	test_dir(dir, sizeof(dir), "order");
+	m = open_new(dir);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	/* Insert in reverse: iteration must still be numeric. */
+	for (size_t j = nk; j-- > 0;) {
+		key64(key, keys[j]);
+		put_str(t, CSDFS_DB_PHYS, key, 8, "x");
+	}
+	ck_assert_int_eq(csdfs_cursor_open(t, CSDFS_DB_PHYS, &cur), 0);
+	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v))
+		ck_assert_uint_eq(kv(&k), keys[i++]);
+	ck_assert_int_eq(rc, -ENOENT);
+	ck_assert_uint_eq(i, nk);
+	csdfs_cursor_close(cur);
+	csdfs_meta_abort(t);
+	csdfs_meta_close(m);
+}
+END_TEST
+
+/*
+ * Delete every other key through the cursor in a database of several
+ * pages: "a following cursor_next yields the item after the deleted one"
+ * must hold at page boundaries and through page merges too.
+ */
+START_TEST(test_cursor_del_many)
+{
+	enum { N = 5000 };
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *t;
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	uint8_t key[8], val[40];
+	uint64_t want = 0, count = 0;
+	int rc;
+
+	test_dir(dir, sizeof(dir), "delmany");
+	m = open_new(dir);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	memset(val, 'v', sizeof(val));
+	for (uint64_t i = 0; i < N; i++) {
+		key64(key, i);
+		ck_assert_int_eq(csdfs_meta_put(t, CSDFS_DB_CHUNKS, key, 8, val,
+						sizeof(val), 0), 0);
+	}
+	ck_assert_int_eq(csdfs_meta_commit(t), 0);
+
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	ck_assert_int_eq(csdfs_cursor_open(t, CSDFS_DB_CHUNKS, &cur), 0);
+	rc = csdfs_cursor_first(cur, &k, &v);
+	while (!rc) {
+		uint64_t got = kv(&k);
+
+		if (got != want)
+			ck_abort_msg("cursor at %llu, expected %llu",
+				     (unsigned long long)got, (unsigned long long)want);
+		if (!(got % 2)) {
+			if (csdfs_cursor_del(cur))
+				ck_abort_msg("cursor_del at %llu failed", (unsigned long long)got);
+		}
+		want++;
+		rc = csdfs_cursor_next(cur, &k, &v);
+	}
+	ck_assert_int_eq(rc, -ENOENT);
+	ck_assert_uint_eq(want, N);
+	csdfs_cursor_close(cur);
+	ck_assert_int_eq(csdfs_meta_commit(t), 0);
+
+	/* Exactly the odd keys are left. */
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	ck_assert_int_eq(csdfs_cursor_open(t, CSDFS_DB_CHUNKS, &cur), 0);
+	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
+		if (kv(&k) != 2 * count + 1)
+			ck_abort_msg("key %llu left, expected %llu",
+				     (unsigned long long)kv(&k),
+				     (unsigned long long)(2 * count + 1));
+		count++;
+	}
+	ck_assert_uint_eq(count, N / 2);
+	csdfs_cursor_close(cur);
+	csdfs_meta_abort(t);
+	csdfs_meta_close(m);
+}
+END_TEST
+
+/* ---- hostile environments ------------------------------------------------ */
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+	ck_assert_int_eq(close(fd), 0);
+}
+
+START_TEST(test_garbage_env)
+{
+	static const size_t sizes[] = { 100, 4096, 8192, 65536 };
+	char dir[512], f[600];
+	struct csdfs_meta *m = NULL;
+	static unsigned char junk[65536];
+	uint64_t s = 0x1234567887654321ull;
+
+	for (size_t i = 0; i < sizeof(junk); i++) {
+		s ^= s >> 12;
+		s ^= s << 25;
+		s ^= s >> 27;
+		junk[i] = (unsigned char)((s * 0x2545f4914f6cdd1dull) >> 56);
+	}
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char name[32];
+		int rc;
+
+		snprintf(name, sizeof(name), "garbage%zu", sizes[i]);
+		test_dir(dir, sizeof(dir), name);
+		snprintf(f, sizeof(f), "%s/data.mdb", dir);
+		write_file(f, junk, sizes[i]);
+		rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
+		ck_assert_msg(rc == -EUCLEAN, "%zu garbage bytes: open gave %d (%s), want -EUCLEAN",
+			      sizes[i], rc, strerror(-rc));
+		ck_assert_ptr_null(m);
+		/* create=true must not "repair" garbage either. */
+		rc = csdfs_meta_open(dir, true, MAPSIZE, &m);
+		ck_assert_msg(rc == -EUCLEAN, "%zu garbage bytes, create: open gave %d (%s)",
+			      sizes[i], rc, strerror(-rc));
+	}
+}
+END_TEST
+
+START_TEST(test_empty_data_file)
+{
+	char dir[512], f[600];
+	struct csdfs_meta *m = NULL;
+	int rc;
+
+	/* A zero-length data.mdb (a crash during creation) is not a csdfs
+	 * environment: refuse it rather than silently start a new one. */
+	test_dir(dir, sizeof(dir), "empty");
+	snprintf(f, sizeof(f), "%s/data.mdb", dir);
+	write_file(f, "", 0);
+	rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
+	ck_assert_msg(rc == -EUCLEAN, "open gave %d (%s)", rc, strerror(-rc));
+}
+END_TEST
+
+/* Build an LMDB environment at @dir holding what @fill puts in it. */
+static void make_foreign(const char *dir, void (*fill)(MDB_txn *txn))
+{
+	MDB_env *env;
+	MDB_txn *txn;
+
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(env, 8), 0);
+	ck_assert_int_eq(mdb_env_set_mapsize(env, 16u << 20), 0);
+	ck_assert_int_eq(mdb_env_open(env, dir, MDB_NOLOCK, 0600), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	fill(txn);
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+static void fill_plain(MDB_txn *txn)
+{
+	MDB_dbi dbi;
+	MDB_val k = { 5, "hello" }, v = { 5, "world" };
+
+	ck_assert_int_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+	ck_assert_int_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+}
+
+static void fill_partial(MDB_txn *txn)
+{
+	MDB_dbi dbi;
+
+	/* Three of csdfs's sub-databases, not all of them. */
+	ck_assert_int_eq(mdb_dbi_open(txn, "meta", MDB_CREATE, &dbi), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "inodes", MDB_CREATE, &dbi), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "dirents", MDB_CREATE, &dbi), 0);
+}
+
+static void fill_impostor(MDB_txn *txn)
+{
+	MDB_dbi dbi;
+	MDB_val k = { 4, "meta" }, v = { 3, "abc" };
+
+	/* "meta" exists in the main database, but as a plain record. */
+	ck_assert_int_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+	ck_assert_int_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+}
+
+START_TEST(test_foreign_env)
+{
+	static const struct {
+		const char *name;
+		void (*fill)(MDB_txn *txn);
+	} cases[] = {
+		{ "plain", fill_plain },
+		{ "partial", fill_partial },
+		{ "impostor", fill_impostor },
+	};
+	char dir[512];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct csdfs_meta *m = NULL;
+		int rc;
+
+		test_dir(dir, sizeof(dir), cases[i].name);
+		make_foreign(dir, cases[i].fill);
+		rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
+		ck_assert_msg(rc == -EUCLEAN, "%s env: open gave %d (%s), want -EUCLEAN",
+			      cases[i].name, rc, strerror(-rc));
+		ck_assert_ptr_null(m);
+	}
+}
+END_TEST
+
+/* ---- key helpers --------------------------------------------------------- */
+
+START_TEST(test_be64)
+{
+	uint8_t a[8], b[8];
+	uint64_t s = 0xfeedfacecafebeefull;
+
+	csdfs_be64_put(a, 0x0102030405060708ull);
+	for (int i = 0; i < 8; i++)
+		ck_assert_uint_eq(a[i], i + 1);
+	ck_assert_uint_eq(csdfs_be64_get(a), 0x0102030405060708ull);
+	csdfs_be64_put(a, 0);
+	ck_assert_uint_eq(csdfs_be64_get(a), 0);
+	csdfs_be64_put(a, UINT64_MAX);
+	ck_assert_uint_eq(csdfs_be64_get(a), UINT64_MAX);
+
+	for (int i = 0; i < 100000; i++) {
+		uint64_t x, y;
+		int c, want;
+
+		s ^= s >> 12;
+		s ^= s << 25;
+		s ^= s >> 27;
+		x = s * 0x2545f4914f6cdd1dull;
+		/* Mix in small and nearby values: the interesting orderings. */
+		y = (i % 3 == 0) ? x + (uint64_t)(i % 7) - 3 :
+		    (i % 3 == 1) ? x >> (i % 64) : ~x;
+		csdfs_be64_put(a, x);
+		csdfs_be64_put(b, y);
+		if (csdfs_be64_get(a) != x || csdfs_be64_get(b) != y)
+			ck_abort_msg("round trip failed for %llx", (unsigned long long)x);
+		c = memcmp(a, b, 8);
+		want = x < y ? -1 : x > y;
+		if ((c > 0) - (c < 0) != want)
+			ck_abort_msg("byte order of %llx vs %llx differs from numeric order",
+				     (unsigned long long)x, (unsigned long long)y);
+	}
+}
+END_TEST
+
+static Suite *meta_suite(void)
+{
+	Suite *s = suite_create("meta");
+	TCase *basic = tcase_create("basic");
+	TCase *txn = tcase_create("txn");
+	TCase *cursor = tcase_create("cursor");
+	TCase *hostile = tcase_create("hostile");
+
+	tcase_add_test(basic, test_open_missing);
+	tcase_add_test(basic, test_put_get_del);
+	tcase_add_test(basic, test_bad_keys);
+	tcase_add_test(basic, test_map_full);
+	tcase_add_test(basic, test_be64);
+	suite_add_tcase(s, basic);
+
+	tcase_add_test(txn, test_nested_abort_and_commit);
+	tcase_add_test(txn, test_persist_reopen);
+	suite_add_tcase(s, txn);
+
+	tcase_set_timeout(cursor, 120);
+	tcase_add_test(cursor, test_cursor_semantics);
+	tcase_add_test(cursor, test_cursor_numeric_order);
+	tcase_add_test(cursor, test_cursor_del_many);
+	suite_add_tcase(s, cursor);
+
+	tcase_add_test(hostile, test_garbage_env);
+	tcase_add_test(hostile, test_empty_data_file);
+	tcase_add_test(hostile, test_foreign_env);
+	suite_add_tcase(s, hostile);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(meta_suite());
+	int failed;
+
+	base_setup();
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	base_teardown();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
