@@ -38,6 +38,7 @@ struct wchunk {
 	struct csdfs_codec_spec used;
 	bool inplace;              /* test_inplace: overwrite at pa */
 	bool placed;               /* pa reserved at the allocator's head */
+	const char *src;           /* logical bytes (valid until the write ends) */
 };
 
 struct wplan {
@@ -150,11 +151,17 @@ static int load_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 		c = &cur;
 	}
 	for (int attempt = 0; ; attempt++) {
+		struct csdfs_cache_key key = { ino, idx, c->pa, c->csum };
+
+		if (!csdfs_cache_get(vol->cache, &key, dst, cs))
+			return 0;
 		if (c->plen > csdfs_codec_bound(cs))
 			return -EUCLEAN;
 		rc = csdfs_io_pread(&vol->io, scratch, c->plen, c->pa);
 		if (!rc)
 			rc = decode_chunk(c, scratch, dst, cs, !vol->test_inplace);
+		if (!rc)
+			csdfs_cache_put(vol->cache, &key, dst, cs, cs);
 		if (rc != -EUCLEAN || attempt)
 			break;
 		{
@@ -219,6 +226,7 @@ static int plan_add(struct wplan *p, uint64_t idx, const char *src,
 		llen--;
 	c->idx = idx;
 	c->llen = llen;
+	c->src = src;
 	if (!llen)
 		return 0;
 	rc = csdfs_codec_compress(p->spec, src, llen, p->pack + p->packlen,
@@ -397,6 +405,19 @@ static int plan_commit(struct wplan *p, struct csdfs_op *op,
 	return 0;
 }
 
+/* Remember what a committed plan wrote: the next partial write of the
+ * same chunk (a sequential writer in small steps) then needs no decode. */
+static void plan_cache(struct wplan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		struct wchunk *c = &p->c[i];
+		struct csdfs_cache_key key = { p->ino, c->idx, c->pa, c->csum };
+
+		if (c->llen && !c->inplace)
+			csdfs_cache_put(p->vol->cache, &key, c->src, c->llen, p->cs);
+	}
+}
+
 /* Release what a plan holds at the allocator: its in-flight registration
  * and, unless its mapping committed, the bytes it placed. */
 static void plan_abandon(struct wplan *p)
@@ -499,27 +520,30 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 				rc = mark_inplace(vol, &plan);
 			continue;
 		}
+		/* Only the first and the last chunk can be partial; each gets
+		 * its own buffer (the plan keeps pointing at it). */
 		if (!tmp) {
-			tmp = malloc(cs);
+			tmp = malloc(2 * (size_t)cs);
 			scratch = malloc(csdfs_codec_bound(cs));
 			if (!tmp || !scratch) {
 				rc = -ENOMEM;
 				break;
 			}
 		}
-		rc = load_chunk(vol, ino, idx, cs, NULL, tmp, scratch);
-		if (rc)
-			break;
-		memcpy(tmp + ws, buf + (cstart + ws - off), we - ws);
-		/* Bytes past EOF inside the chunk must stay zero. */
 		{
+			char *cb = tmp + (idx == first ? 0 : cs);
 			uint64_t keep = rec.size > cstart ? rec.size - cstart : 0;
 			uint32_t llen = keep < cs ? (uint32_t)keep : cs;
 
+			rc = load_chunk(vol, ino, idx, cs, NULL, cb, scratch);
+			if (rc)
+				break;
+			memcpy(cb + ws, buf + (cstart + ws - off), we - ws);
+			/* Bytes past EOF inside the chunk must stay zero. */
 			if (llen < we)
 				llen = we;
-			memset(tmp + llen, 0, cs - llen);
-			rc = plan_add(&plan, idx, tmp, llen);
+			memset(cb + llen, 0, cs - llen);
+			rc = plan_add(&plan, idx, cb, llen);
 		}
 	}
 	if (!rc)
@@ -545,6 +569,8 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 			plan.committed = !rc;
 		}
 	}
+	if (plan.committed)
+		plan_cache(&plan);
 	plan_abandon(&plan);
 	plan_free(&plan);
 out_unlock_stripes:

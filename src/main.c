@@ -69,7 +69,7 @@ static void usage(FILE *out)
 "  -o commit_ms=N      group-commit interval in ms (default 1000); an\n"
 "                      un-fsynced crash loses at most about this much\n"
 "  -o max_threads=N    FUSE worker threads (default 16)\n"
-"  -o cache_size=SIZE  decompressed-chunk cache (accepted; see csdfs(8))\n"
+"  -o cache_size=SIZE  decoded-chunk cache (default 64M; 0 disables)\n"
 "  -o writeback_cache  let the kernel batch buffered writes (faster; voids\n"
 "                      the atomic-write guarantee for buffered writes)\n"
 "  -o nopunch          do not punch freed ranges out of the container\n"
@@ -138,12 +138,13 @@ int main(int argc, char *argv[])
 		return 1;
 	}
 	if (o.cache_size) {
-		uint64_t sz;
-
-		if (csdfs_parse_size(o.cache_size, &sz)) {
-			fprintf(stderr, "csdfs: bad cache_size '%s'\n", o.cache_size);
+		if (csdfs_parse_size(o.cache_size, &mo.cache_size) ||
+		    mo.cache_size > (64ull << 30)) {
+			fprintf(stderr, "csdfs: bad cache_size '%s' (e.g. 64M; 0 disables)\n",
+				o.cache_size);
 			return 1;
 		}
+		mo.no_cache = mo.cache_size == 0;
 	}
 	if (o.max_threads > 256) {
 		fprintf(stderr, "csdfs: max_threads %u is too large (at most 256)\n",

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "csdfs/alloc.h"
+#include "csdfs/cache.h"
 #include "csdfs/csdfs.h"
 #include "csdfs/format.h"
 #include "csdfs/io.h"
@@ -77,6 +78,7 @@ struct csdfs_vol {
 	bool read_only;
 	bool test_inplace;         /* see csdfs_mount_opts */
 	bool punch;                /* punch freed ranges out of the container */
+	struct csdfs_cache *cache; /* decoded chunks (thread-safe itself) */
 };
 
 struct csdfs_mixdelta {

@@ -31,6 +31,7 @@
 #define COMMIT_MS_DEFAULT 1000u
 #define GROUP_OPS_MAX 8192u
 #define PUNCH_MIN_BLOCKS 256u   /* 1 MiB */
+#define CACHE_SIZE_DEFAULT (64ull << 20)
 
 int64_t csdfs_now_ns(void)
 {
@@ -650,6 +651,7 @@ static void vol_free(struct csdfs_vol *vol)
 	csdfs_io_close(&vol->io);
 	csdfs_alloc_release(&vol->alloc);
 	csdfs_itable_release(&vol->itable);
+	csdfs_cache_free(vol->cache);
 	for (int i = 0; i < CSDFS_STRIPES; i++)
 		pthread_mutex_destroy(&vol->stripes[i]);
 	pthread_mutex_destroy(&vol->lock);
@@ -709,6 +711,15 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 	}
 	vol->test_inplace = opts && opts->test_inplace;
 	vol->punch = !(opts && opts->no_punch);
+	/* In-place test writes change bytes under an unchanged key. */
+	vol->cache = csdfs_cache_new(vol->test_inplace || (opts && opts->no_cache) ? 0 :
+				     opts && opts->cache_size ? opts->cache_size :
+				     CACHE_SIZE_DEFAULT);
+	if (!vol->cache) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory for the chunk cache");
+		goto out_free;
+	}
 	rc = csdfs_super_read(&vol->io, &vol->sb, err, errlen);
 	if (rc)
 		goto out_free;

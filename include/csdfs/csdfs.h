@@ -52,6 +52,8 @@ struct csdfs_mount_opts {
 	bool read_only;            /* fsck: no writes, no commit thread */
 	bool no_commit_thread;     /* offline tools */
 	bool no_punch;             /* keep freed ranges allocated in the host */
+	uint64_t cache_size;       /* decoded-chunk cache bytes; 0 = default */
+	bool no_cache;             /* no decoded-chunk cache at all */
 	/* Tests: called on the container's I/O right after it is opened
 	 * (e.g. csdfs_io_fault_install). A non-zero return fails the open. */
 	int (*io_hook)(struct csdfs_io *io, void *arg);
