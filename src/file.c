@@ -23,6 +23,7 @@
 
 #include "csdfs/csum.h"
 #include "csdfs/log.h"
+#include "csdfs/pool.h"
 #include "vol.h"
 
 #define NS_PER_DAY (86400ll * 1000000000ll)
@@ -39,6 +40,8 @@ struct wchunk {
 	bool inplace;              /* test_inplace: overwrite at pa */
 	bool placed;               /* pa reserved at the allocator's head */
 	const char *src;           /* logical bytes (valid until the write ends) */
+	size_t slot;               /* compression slot in the pack buffer */
+	bool inplace_ok;           /* test_inplace: may overwrite where it lies */
 };
 
 struct wplan {
@@ -50,7 +53,9 @@ struct wplan {
 	size_t n;
 	char *pack;
 	size_t packlen, packcap;
+	size_t nslots;             /* chunks to compress */
 	int slot;
+	bool compressed;
 	bool committed;            /* the mapping operation succeeded */
 };
 
@@ -215,28 +220,67 @@ static int plan_init(struct wplan *p, struct csdfs_vol *vol, uint64_t ino,
 }
 
 /* Add chunk @idx with logical content @src[0..llen): trailing zeros are not
- * stored, an all-zero chunk becomes a hole. */
+ * stored, an all-zero chunk becomes a hole. Compression happens for the
+ * whole plan at once (plan_compress). */
 static int plan_add(struct wplan *p, uint64_t idx, const char *src,
 		    uint32_t llen)
 {
 	struct wchunk *c = &p->c[p->n++];
-	int rc;
 
 	while (llen && !src[llen - 1])
 		llen--;
 	c->idx = idx;
 	c->llen = llen;
 	c->src = src;
-	if (!llen)
+	if (llen)
+		c->slot = p->nslots++;
+	return 0;
+}
+
+static int compress_one(void *ctx, size_t i)
+{
+	struct wplan *p = ctx;
+	struct wchunk *c = &p->c[i];
+	size_t bound = csdfs_codec_bound(p->cs);
+	char *out = p->pack + c->slot * bound;
+	int rc;
+
+	if (!c->llen)
 		return 0;
-	rc = csdfs_codec_compress(p->spec, src, llen, p->pack + p->packlen,
-				  p->packcap - p->packlen, &c->used);
+	rc = csdfs_codec_compress(p->spec, c->src, c->llen, out, bound, &c->used);
 	if (rc < 0)
 		return rc;
 	c->plen = (uint32_t)rc;
-	c->packoff = p->packlen;
-	c->csum = csdfs_crc32c(0, p->pack + p->packlen, c->plen);
-	p->packlen += c->plen;
+	c->csum = csdfs_crc32c(0, out, c->plen);
+	return 0;
+}
+
+/* Compress every chunk (on several cores when there are several), then
+ * pack the results back to back. */
+static int plan_compress(struct wplan *p)
+{
+	size_t bound = csdfs_codec_bound(p->cs);
+	int rc;
+
+	if (p->compressed)
+		return 0;
+	if (p->nslots * bound > p->packcap)
+		return -EINVAL;
+	rc = csdfs_pool_run(p->nslots > 1 ? p->vol->pool : NULL, p->n,
+			    compress_one, p);
+	if (rc)
+		return rc;
+	p->packlen = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		struct wchunk *c = &p->c[i];
+
+		if (!c->llen)
+			continue;
+		memmove(p->pack + p->packlen, p->pack + c->slot * bound, c->plen);
+		c->packoff = p->packlen;
+		p->packlen += c->plen;
+	}
+	p->compressed = true;
 	return 0;
 }
 
@@ -284,6 +328,9 @@ static int place_locked(struct wplan *p, bool use_reserve)
  * punching and unlink. Space freed by the open group only becomes usable
  * at its commit, so a full volume commits once before giving up.
  */
+static int mark_inplace(struct csdfs_vol *vol, struct wplan *p,
+			struct wchunk *c);
+
 static int plan_write(struct wplan *p, bool use_reserve)
 {
 	struct csdfs_vol *vol = p->vol;
@@ -291,6 +338,12 @@ static int plan_write(struct wplan *p, bool use_reserve)
 	bool retry = false;
 	int rc;
 
+	rc = plan_compress(p);
+	for (size_t i = 0; i < p->n && !rc; i++)
+		if (p->c[i].inplace_ok)
+			rc = mark_inplace(vol, p, &p->c[i]);
+	if (rc)
+		return rc;
 	pthread_mutex_lock(&vol->lock);
 	rc = vol->failed;
 	if (!rc && !use_reserve)
@@ -438,9 +491,9 @@ static void plan_abandon(struct wplan *p)
 
 /* test_inplace: a raw chunk replacing a raw chunk of the same length is
  * overwritten where it lies. */
-static int mark_inplace(struct csdfs_vol *vol, struct wplan *p)
+static int mark_inplace(struct csdfs_vol *vol, struct wplan *p,
+			struct wchunk *c)
 {
-	struct wchunk *c = &p->c[p->n - 1];
 	struct csdfs_chunk_disk old;
 	int rc;
 
@@ -516,8 +569,7 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 		if (ws == 0 && (we == cs || cstart + we >= rec.size)) {
 			/* Whole chunk (or all of it that lies before EOF). */
 			rc = plan_add(&plan, idx, buf + (cstart - off), we);
-			if (!rc && vol->test_inplace)
-				rc = mark_inplace(vol, &plan);
+			plan.c[plan.n - 1].inplace_ok = vol->test_inplace;
 			continue;
 		}
 		/* Only the first and the last chunk can be partial; each gets
@@ -741,7 +793,9 @@ static int zero_range_plan(struct csdfs_vol *vol, uint64_t ino,
 	rc = plan_init(plan, vol, ino, rec, last - first + 1, 2);
 	if (rc)
 		return rc;
-	tmp = malloc(cs);
+	/* The plan points into these until it is written: one buffer for
+	 * each of the two chunks that can be partial. */
+	tmp = malloc(2 * (size_t)cs);
 	scratch = malloc(csdfs_codec_bound(cs));
 	if (!tmp || !scratch) {
 		rc = -ENOMEM;
@@ -751,15 +805,16 @@ static int zero_range_plan(struct csdfs_vol *vol, uint64_t ino,
 		uint64_t cstart = idx * cs;
 		uint64_t s = from > cstart ? from : cstart;
 		uint64_t e = to < cstart + cs ? to : cstart + cs;
+		char *cb = tmp + (idx == first ? 0 : cs);
 
 		if (s == cstart && e == cstart + cs) {
-			rc = plan_add(plan, idx, tmp, 0);
+			rc = plan_add(plan, idx, cb, 0);
 			continue;
 		}
-		rc = load_chunk(vol, ino, idx, cs, NULL, tmp, scratch);
+		rc = load_chunk(vol, ino, idx, cs, NULL, cb, scratch);
 		if (!rc) {
-			memset(tmp + (s - cstart), 0, e - s);
-			rc = plan_add(plan, idx, tmp, cs);
+			memset(cb + (s - cstart), 0, e - s);
+			rc = plan_add(plan, idx, cb, cs);
 		}
 	}
 	if (!rc)
@@ -1078,7 +1133,7 @@ static int recompress_batch(struct csdfs_vol *vol, uint64_t ino,
 	if (rc)
 		goto out_unlock;
 	cs = plan.cs;
-	tmp = malloc(cs);
+	tmp = malloc((size_t)n * cs);  /* the plan points into it */
 	scratch = malloc(csdfs_codec_bound(cs));
 	if (!tmp || !scratch)
 		rc = -ENOMEM;
@@ -1091,9 +1146,10 @@ static int recompress_batch(struct csdfs_vol *vol, uint64_t ino,
 			continue;
 		}
 		if (!rc)
-			rc = load_chunk(vol, ino, idxs[i], cs, &c, tmp, scratch);
+			rc = load_chunk(vol, ino, idxs[i], cs, &c, tmp + (size_t)i * cs,
+					scratch);
 		if (!rc)
-			rc = plan_add(&plan, idxs[i], tmp, c.llen);
+			rc = plan_add(&plan, idxs[i], tmp + (size_t)i * cs, c.llen);
 	}
 	if (!rc)
 		rc = plan_write(&plan, false);

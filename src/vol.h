@@ -79,6 +79,7 @@ struct csdfs_vol {
 	bool test_inplace;         /* see csdfs_mount_opts */
 	bool punch;                /* punch freed ranges out of the container */
 	struct csdfs_cache *cache; /* decoded chunks (thread-safe itself) */
+	struct csdfs_pool *pool;   /* compression workers (thread-safe itself) */
 };
 
 struct csdfs_mixdelta {

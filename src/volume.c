@@ -26,6 +26,7 @@
 
 #include "csdfs/csum.h"
 #include "csdfs/log.h"
+#include "csdfs/pool.h"
 #include "vol.h"
 
 #define COMMIT_MS_DEFAULT 1000u
@@ -652,6 +653,7 @@ static void vol_free(struct csdfs_vol *vol)
 	csdfs_alloc_release(&vol->alloc);
 	csdfs_itable_release(&vol->itable);
 	csdfs_cache_free(vol->cache);
+	csdfs_pool_free(vol->pool);
 	for (int i = 0; i < CSDFS_STRIPES; i++)
 		pthread_mutex_destroy(&vol->stripes[i]);
 	pthread_mutex_destroy(&vol->lock);
@@ -720,6 +722,7 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 		snprintf(err, errlen, "out of memory for the chunk cache");
 		goto out_free;
 	}
+
 	rc = csdfs_super_read(&vol->io, &vol->sb, err, errlen);
 	if (rc)
 		goto out_free;
@@ -776,8 +779,14 @@ int csdfs_vol_start(struct csdfs_vol *vol)
 {
 	int rc;
 
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
 	if (vol->read_only || vol->commit_thread_running)
 		return 0;
+	/* Compression workers: the caller works too, so cpus - 1. Without
+	 * them (allocation failure) compression simply runs inline. */
+	if (!vol->pool)
+		vol->pool = csdfs_pool_new(cpus > 8 ? 7 : cpus > 1 ? (unsigned)cpus - 1 : 0);
 	rc = -pthread_create(&vol->commit_thread, NULL, commit_main, vol);
 	if (!rc)
 		vol->commit_thread_running = true;
