@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for cache.c (decoded-chunk cache) and pool.c (worker pool):
+ * hits return exactly what was put, keys differ by every field, the byte
+ * budget is never exceeded and evicts the least recently used, a zero
+ * budget disables the cache; the pool runs every index exactly once from
+ * many callers at once and reports the first error.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csdfs/cache.h"
+#include "csdfs/pool.h"
+
+#define CS 16384
+
+START_TEST(test_hit_miss)
+{
+	struct csdfs_cache *c = csdfs_cache_new(1 << 20);
+	struct csdfs_cache_key k = { 7, 3, 65536, 0xabcd };
+	char in[CS], out[CS];
+
+	memset(in, 'x', 100);
+	ck_assert_int_eq(csdfs_cache_get(c, &k, out, CS), -ENOENT);
+	csdfs_cache_put(c, &k, in, 100, CS);
+	memset(out, 1, CS);
+	ck_assert_int_eq(csdfs_cache_get(c, &k, out, CS), 0);
+	ck_assert_int_eq(memcmp(out, in, 100), 0);
+	for (int i = 100; i < CS; i++)
+		ck_assert_int_eq(out[i], 0);  /* tail zero-filled */
+	/* Every key field matters: a different stored version is a miss. */
+	{
+		struct csdfs_cache_key v[4] = { k, k, k, k };
+
+		v[0].ino++;
+		v[1].idx++;
+		v[2].pa += 4096;
+		v[3].csum ^= 1;
+		for (int i = 0; i < 4; i++)
+			ck_assert_int_eq(csdfs_cache_get(c, &v[i], out, CS), -ENOENT);
+	}
+	/* A different length is a miss, never a short copy. */
+	ck_assert_int_eq(csdfs_cache_get(c, &k, out, 4096), -ENOENT);
+	csdfs_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_budget_lru)
+{
+	size_t budget = 64 * CS * 16;  /* 64 entries per shard */
+	struct csdfs_cache *c = csdfs_cache_new(budget);
+	char buf[CS];
+	uint64_t hits, misses;
+	size_t bytes;
+
+	memset(buf, 7, sizeof(buf));
+	for (uint64_t i = 0; i < 5000; i++) {
+		struct csdfs_cache_key k = { 1, i, i * 4096, (uint32_t)i };
+
+		csdfs_cache_put(c, &k, buf, CS, CS);
+		csdfs_cache_stats(c, &hits, &misses, &bytes);
+		ck_assert_uint_le(bytes, budget);
+	}
+	/* The most recent entry is there; the oldest are gone. */
+	{
+		struct csdfs_cache_key last = { 1, 4999, 4999 * 4096, 4999 };
+		struct csdfs_cache_key first = { 1, 0, 0, 0 };
+
+		ck_assert_int_eq(csdfs_cache_get(c, &last, buf, CS), 0);
+		ck_assert_int_eq(csdfs_cache_get(c, &first, buf, CS), -ENOENT);
+	}
+	csdfs_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_disabled)
+{
+	struct csdfs_cache *c = csdfs_cache_new(0);
+	struct csdfs_cache_key k = { 1, 1, 1, 1 };
+	char buf[CS] = { 1 };
+
+	ck_assert_ptr_nonnull(c);
+	csdfs_cache_put(c, &k, buf, CS, CS);
+	ck_assert_int_eq(csdfs_cache_get(c, &k, buf, CS), -ENOENT);
+	csdfs_cache_free(c);
+	ck_assert_int_eq(csdfs_cache_get(NULL, &k, buf, CS), -ENOENT);
+}
+END_TEST
+
+struct counts {
+	int *hits;
+	size_t n;
+	int fail_at;
+};
+
+static int count_fn(void *ctx, size_t i)
+{
+	struct counts *c = ctx;
+
+	__atomic_add_fetch(&c->hits[i], 1, __ATOMIC_SEQ_CST);
+	return (int)i == c->fail_at ? -EIO : 0;
+}
+
+static struct csdfs_pool *shared_pool;
+
+static void *caller(void *arg)
+{
+	struct counts c = { calloc(1000, sizeof(int)), 1000, -1 };
+
+	(void)arg;
+	for (int round = 0; round < 50; round++) {
+		memset(c.hits, 0, 1000 * sizeof(int));
+		if (csdfs_pool_run(shared_pool, c.n, count_fn, &c))
+			return (void *)1;
+		for (size_t i = 0; i < c.n; i++)
+			if (c.hits[i] != 1)
+				return (void *)1;
+	}
+	free(c.hits);
+	return NULL;
+}
+
+START_TEST(test_pool)
+{
+	pthread_t t[4];
+	struct counts c = { calloc(100, sizeof(int)), 100, 37 };
+
+	for (unsigned workers = 0; workers < 4; workers++) {
+		struct csdfs_pool *p = csdfs_pool_new(workers);
+
+		ck_assert_ptr_nonnull(p);
+		memset(c.hits, 0, 100 * sizeof(int));
+		ck_assert_int_eq(csdfs_pool_run(p, c.n, count_fn, &c), -EIO);
+		for (size_t i = 0; i < c.n; i++)
+			ck_assert_int_eq(c.hits[i], 1);  /* every index, once */
+		ck_assert_int_eq(csdfs_pool_run(p, 0, count_fn, &c), 0);
+		csdfs_pool_free(p);
+	}
+	/* Several callers at once share the workers. */
+	shared_pool = csdfs_pool_new(2);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, caller, NULL);
+	for (int i = 0; i < 4; i++) {
+		void *r;
+
+		pthread_join(t[i], &r);
+		ck_assert_ptr_null(r);
+	}
+	csdfs_pool_free(shared_pool);
+	free(c.hits);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cache");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_hit_miss);
+	tcase_add_test(tc, test_budget_lru);
+	tcase_add_test(tc, test_disabled);
+	tcase_add_test(tc, test_pool);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
