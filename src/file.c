@@ -91,15 +91,34 @@ static void stripes_unlock(struct csdfs_vol *vol,
 
 /* ---- reading chunks ------------------------------------------------------ */
 
+/* Report a corrupt stored chunk once (log line and volume counter), however
+ * often it is read: the set remembers the container offsets reported. */
 static void count_csum_error(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 			     uint32_t cs, uint64_t pa)
 {
+	bool first = true;
+	size_t h;
+
 	pthread_mutex_lock(&vol->lock);
-	vol->counters.csum_errors++;
+	h = (size_t)((pa * 0x9e3779b97f4a7c15ull) >> 54) % CSDFS_BAD_SEEN;
+	for (size_t n = 0; n < CSDFS_BAD_SEEN; n++, h = (h + 1) % CSDFS_BAD_SEEN) {
+		if (vol->bad_seen[h] == pa + 1) {
+			first = false;
+			break;
+		}
+		if (!vol->bad_seen[h]) {
+			vol->bad_seen[h] = pa + 1;
+			break;
+		}
+	}
+	if (first)
+		vol->counters.csum_errors++;
 	pthread_mutex_unlock(&vol->lock);
-	csdfs_log(LOG_ERR, "checksum mismatch: inode %llu offset %llu (container byte %llu): returning EIO",
-		  (unsigned long long)ino, (unsigned long long)(idx * cs),
-		  (unsigned long long)pa);
+	if (first)
+		csdfs_log(LOG_ERR, "checksum mismatch: inode %llu offset %llu..%llu (container byte %llu): reads of that range return EIO",
+			  (unsigned long long)ino, (unsigned long long)(idx * cs),
+			  (unsigned long long)((idx + 1) * cs - 1),
+			  (unsigned long long)pa);
 }
 
 /* Verify and decode stored bytes @stored of @c into @dst (cs bytes: the

@@ -21,6 +21,7 @@
 
 #define CSDFS_STRIPES 256
 #define CSDFS_ITABLE_BUCKETS 4096
+#define CSDFS_BAD_SEEN 1024      /* corrupt chunks remembered for logging */
 /* Largest file offset we accept: keeps chunk indices and byte offsets far
  * from overflow and matches what ext4 allows (16 TiB). */
 #define CSDFS_MAX_FILE_SIZE (16ull << 40)
@@ -80,6 +81,7 @@ struct csdfs_vol {
 	bool punch;                /* punch freed ranges out of the container */
 	struct csdfs_cache *cache; /* decoded chunks (thread-safe itself) */
 	struct csdfs_pool *pool;   /* compression workers (thread-safe itself) */
+	uint64_t bad_seen[CSDFS_BAD_SEEN]; /* lock: pa + 1 of reported bad chunks */
 };
 
 struct csdfs_mixdelta {
