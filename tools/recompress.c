@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * csdfs-recompress: rewrite, online, the chunks of files that do not match
+ * their effective codec policy (after `setfattr -n user.csdfs.codec`). A
+ * thin client of the mount's xattrs: reading user.csdfs.recompress gives
+ * the chunks left, writing N asks the daemon to rewrite up to N of them in
+ * bounded transactions. Progress is printed as it goes.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#define ATTR "user.csdfs.recompress"
+#define STEP "256"
+
+static int quiet, failures;
+
+static long chunks_left(const char *path)
+{
+	char buf[32];
+	ssize_t n = getxattr(path, ATTR, buf, sizeof(buf) - 1);
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return strtol(buf, NULL, 10);
+}
+
+static int recompress_file(const char *path)
+{
+	long total = chunks_left(path), left = total;
+
+	if (total < 0) {
+		fprintf(stderr, "csdfs-recompress: '%s': %s\n", path,
+			total == -ENODATA || total == -ENOTSUP ?
+			"not on a csdfs filesystem" : strerror((int)-total));
+		failures++;
+		return 0;
+	}
+	while (left > 0) {
+		if (setxattr(path, ATTR, STEP, strlen(STEP), 0)) {
+			fprintf(stderr, "csdfs-recompress: '%s': %s\n", path, strerror(errno));
+			failures++;
+			return 0;
+		}
+		left = chunks_left(path);
+		if (left < 0)
+			break;
+		if (!quiet)
+			printf("\r%s: %ld of %ld chunks rewritten (%.0f%%)", path,
+			       total - left, total,
+			       total ? 100.0 * (double)(total - left) / (double)total : 100.0);
+		fflush(stdout);
+	}
+	if (!quiet)
+		printf("%s%s: %ld chunks rewritten, policy matched\n", total ? "\n" : "",
+		       path, total);
+	return 0;
+}
+
+static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	(void)f;
+	if (type == FTW_F && S_ISREG(st->st_mode))
+		return recompress_file(path);
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "recursive", no_argument, NULL, 'r' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int recursive = 0, c;
+
+	while ((c = getopt_long(argc, argv, "rqh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'r': recursive = 1; break;
+		case 'q': quiet = 1; break;
+		case 'h':
+			printf("usage: csdfs-recompress [-r] [-q] PATH...\n"
+			       "Rewrite the chunks of files on a csdfs mount that do not match\n"
+			       "their codec policy (user.csdfs.codec), online.\n"
+			       "  -r, --recursive  descend into directories\n"
+			       "  -q, --quiet      no progress output\n");
+			return 0;
+		default:
+			fprintf(stderr, "csdfs-recompress: bad option (try --help)\n");
+			return 2;
+		}
+	}
+	if (optind == argc) {
+		fprintf(stderr, "csdfs-recompress: missing PATH (try --help)\n");
+		return 2;
+	}
+	for (int i = optind; i < argc; i++) {
+		struct stat st;
+
+		if (stat(argv[i], &st)) {
+			fprintf(stderr, "csdfs-recompress: '%s': %s\n", argv[i], strerror(errno));
+			failures++;
+		} else if (S_ISDIR(st.st_mode) && recursive) {
+			nftw(argv[i], walk_cb, 32, FTW_PHYS | FTW_MOUNT);
+		} else if (S_ISREG(st.st_mode)) {
+			recompress_file(argv[i]);
+		} else {
+			fprintf(stderr, "csdfs-recompress: '%s' is not a regular file%s\n",
+				argv[i], S_ISDIR(st.st_mode) ? " (use -r)" : "");
+			failures++;
+		}
+	}
+	return failures ? 1 : 0;
+}
