@@ -474,6 +474,25 @@ int csdfs_fs_rmdir(struct csdfs_vol *vol, uint64_t parent, const char *name)
 	return remove_entry(vol, parent, name, true);
 }
 
+/* Is directory @dir @anc itself or below it? @return 1, 0 or -errno. */
+static int is_below(struct csdfs_txn *txn, uint64_t dir, uint64_t anc)
+{
+	for (int depth = 0; depth < 4096; depth++) {
+		struct csdfs_inode_disk r;
+		int rc;
+
+		if (dir == anc)
+			return 1;
+		if (dir == CSDFS_ROOT_INO)
+			return 0;
+		rc = csdfs_irec_load(txn, dir, &r);
+		if (rc)
+			return rc;
+		dir = r.parent;
+	}
+	return -EUCLEAN;  /* a parent loop */
+}
+
 /*
  * Rename: both parents are loaded once (the same record when equal) and
  * stored once at the end, so nlink/size/time updates compose.
@@ -498,6 +517,13 @@ static int rename_locked(struct csdfs_op *op, uint64_t p, const char *name,
 	if (rc)
 		return rc;
 	sdir = S_ISDIR(srec.mode);
+	/* A directory may not move below itself (the kernel checks this too;
+	 * the library API must not rely on it). */
+	if (sdir && p != np) {
+		rc = is_below(op->txn, np, s.ino);
+		if (rc)
+			return rc < 0 ? rc : -EINVAL;
+	}
 	rc = dirent_get(op->txn, np, nname, &d);
 	if (rc && rc != -ENOENT)
 		return rc;
@@ -512,6 +538,11 @@ static int rename_locked(struct csdfs_op *op, uint64_t p, const char *name,
 	if (flags & CSDFS_RENAME_EXCHANGE) {
 		if (!dst_exists)
 			return -ENOENT;
+		if (ddir && p != np) {
+			rc = is_below(op->txn, p, d.ino);
+			if (rc)
+				return rc < 0 ? rc : -EINVAL;
+		}
 		if (s.ino == d.ino)
 			return 0;
 		rc = dirent_put(op->txn, p, name, d.ino, drec.mode);

@@ -472,7 +472,7 @@ int csdfs_vol_commit_locked(struct csdfs_vol *vol)
 		return vol->failed;
 	}
 	vol->durable_gen = vol->gen;
-	vol->gen++;
+	__atomic_add_fetch(&vol->gen, 1, __ATOMIC_RELAXED);  /* read unlocked */
 	vol->dirty = false;
 	vol->group_ops = 0;
 	nq = csdfs_alloc_take_quarantine(&vol->alloc, &q);

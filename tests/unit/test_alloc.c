@@ -761,6 +761,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(basic, test_next_fit_wraps);
 	tcase_add_test(basic, test_reserve);
 	tcase_add_test(basic, test_reserve_need_exceeds);
+	tcase_add_test(basic, test_align);
 	suite_add_tcase(s, basic);
 
 	tcase_add_test(quar, test_quarantine_reuse);
@@ -769,7 +770,6 @@ static Suite *alloc_suite(void)
 	tcase_add_test(quar, test_unplace);
 	tcase_add_test(quar, test_unplace_new_run);
 	tcase_add_test(quar, test_reuse_callback);
-	tcase_add_test(basic, test_align);
 	suite_add_tcase(s, quar);
 
 	/* Generous timeout: the same binary runs under valgrind. */

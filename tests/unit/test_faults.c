@@ -3,7 +3,10 @@
  * Fault injection through the I/O seam (STYLE.md habits 10 and 11; SPEC G1,
  * G2, G4). A fixed workload runs through the csdfs_fs_* API (no FUSE) on a
  * fresh volume whose container I/O fails at the Nth call, for every N the
- * workload reaches, with EIO and ENOSPC, once and sticky. Then:
+ * workload reaches, with EIO and ENOSPC, once and sticky. The workload is
+ * two sessions: the volume is closed and reopened in between under the same
+ * fault (its count goes on), so opening a used volume and reading cold
+ * chunks are faulted too. Then:
  *   - every operation that failed returned a clean negative errno, and none
  *     failed before the fault fired;
  *   - what the session reads back at the end is exactly what its successful
@@ -19,8 +22,7 @@
  * commits happen only at fsync, O_SYNC writes and close, and the Nth call is
  * the same call every run. Two more sweeps run the commit thread every 2 ms,
  * so commits (and their failures) also happen behind the workload's back;
- * they use a thread-safe copy of the fault wrapper, because the library's
- * own is not (BUG, test_fault_seam_threads).
+ * that needs a thread-safe fault wrapper (test_fault_seam_threads).
  *
  * Every run starts from a copy of one freshly made volume; volumes live
  * under $CSDFS_TEST_TMPDIR, else /dev/shm, else /tmp.
@@ -107,6 +109,7 @@ struct mfile {
 	size_t nstates;
 	bool durable;             /* an fsync of it was acknowledged */
 	bool may_vanish;          /* an unlink succeeded after that */
+	bool lost_track;          /* content unknown (a read failed): leave it */
 };
 
 struct run {
@@ -230,7 +233,7 @@ static void w_create(struct run *r, int fi, uint64_t parent, const char *name)
 
 static bool live(struct mfile *m)
 {
-	return m->ino && !m->gone;
+	return m->ino && !m->gone && !m->lost_track;
 }
 
 static void w_write(struct run *r, int fi, uint64_t off, size_t len,
@@ -361,7 +364,8 @@ static void w_verify(struct run *r, int fi)
 	free(buf);
 }
 
-static void workload(struct run *r)
+/* Session 1, on the fresh volume. */
+static void workload_a(struct run *r)
 {
 	struct stat st;
 	int rc;
@@ -428,54 +432,103 @@ static void workload(struct run *r)
 		w_verify(r, i);
 }
 
+/* Session 2, after a close and a reopen under the same fault: cold caches,
+ * so the partial overwrites read their chunks from the container. */
+static void workload_b(struct run *r)
+{
+	w_write(r, F_ALPHA, 17000, 500, D_RANDOM, false);
+	w_write(r, F_GAMMA, 100, 100, D_TEXT, false);
+	w_fsync(r, F_ALPHA);
+	w_punch(r, F_BETA, 1000, 2000);
+	w_write(r, F_EPS, 7000, 3000, D_HALF, false);
+	w_fsync(r, F_EPS);
+	w_fsync(r, F_BETA);
+	w_rename(r, F_EPS, r->dir, "eps2");
+	w_truncate(r, F_GAMMA, 5000);
+	w_write(r, F_GAMMA, 40000, 20000, D_RANDOM, false);
+	w_write(r, F_ALPHA, 3000, 100, D_TEXT, false);
+	w_fsync(r, F_GAMMA);
+	for (int i = 0; i < NFILES; i++)
+		w_verify(r, i);
+}
+
 /* ---- after the faulted session ------------------------------------------- */
 
-static void check_reopened(struct run *r, struct csdfs_vol *vol)
+/*
+ * After a reopen: every file the model knows must hold one of the states it
+ * may be in (see struct mfile), and an acknowledged one must exist.
+ * @session: the reopen is inside the faulted session, so reads may fail
+ * cleanly (that file is then left alone), and what is found becomes the
+ * model's current, and only possible, state: it is committed now.
+ */
+static void check_files(struct run *r, struct csdfs_vol *vol, bool session)
 {
 	for (int i = 0; i < NFILES; i++) {
 		struct mfile *m = &r->f[i];
 		struct stat st;
-		size_t cap;
+		size_t cap, k;
 		char *buf;
 		ssize_t n;
 		int rc;
 
-		if (!m->ino)
+		if (!m->ino || m->lost_track)
 			continue;
 		rc = csdfs_fs_getattr(vol, m->ino, &st);
 		if (rc == -ENOENT) {
 			if (m->durable && !m->may_vanish)
 				problem(r, "BUG: %s (inode %llu) was fsynced, but is gone after reopen",
 					m->label, (unsigned long long)m->ino);
+			m->gone = true;
 			continue;
 		}
 		if (rc) {
-			problem(r, "getattr of %s after reopen: %d (%s)", m->label, rc,
-				strerror(-rc));
+			if (!session)
+				problem(r, "getattr of %s after reopen: %d (%s)", m->label, rc,
+					strerror(-rc));
+			else if (!op_result(r, "getattr", rc))
+				m->lost_track = true;
 			continue;
 		}
 		if (!S_ISREG(st.st_mode)) {
 			problem(r, "%s is not a regular file after reopen", m->label);
+			m->lost_track = true;
 			continue;
 		}
 		cap = (size_t)st.st_size + 4096;
 		buf = malloc(cap);
 		ck_assert_ptr_nonnull(buf);
 		n = csdfs_fs_read(vol, m->ino, buf, cap, 0);
+		if (session && n < 0) {
+			op_result(r, "read", n);
+			m->lost_track = true;
+			free(buf);
+			continue;
+		}
 		if (n < 0 || (uint64_t)n != (uint64_t)st.st_size) {
 			problem(r, "reading %s after reopen: %zd (size %lld)", m->label, n,
 				(long long)st.st_size);
-		} else {
-			bool match = false;
-
-			for (size_t k = 0; k < m->nstates && !match; k++)
-				match = m->states[k].len == (size_t)n &&
-					!memcmp(m->states[k].data, buf, (size_t)n);
-			if (!match)
-				problem(r, "BUG: %s after reopen has %zd bytes that match neither its "
-					"last acknowledged fsync (%zu bytes) nor any of the %zu later "
-					"states", m->label, n, m->nstates ? m->states[0].len : 0,
-					m->nstates ? m->nstates - 1 : 0);
+			m->lost_track = true;
+			free(buf);
+			continue;
+		}
+		for (k = 0; k < m->nstates; k++)
+			if (m->states[k].len == (size_t)n &&
+			    !memcmp(m->states[k].data, buf, (size_t)n))
+				break;
+		if (k == m->nstates) {
+			problem(r, "BUG: %s after reopen has %zd bytes that match neither its "
+				"last acknowledged fsync (%zu bytes) nor any of the %zu later "
+				"states", m->label, n, m->nstates ? m->states[0].len : 0,
+				m->nstates ? m->nstates - 1 : 0);
+			m->lost_track = true;
+		} else if (session) {
+			model_resize(m, (size_t)n);
+			if (n)
+				memcpy(m->cur, buf, (size_t)n);
+			states_clear(m);
+			state_push(m);
+			m->durable = true;
+			m->may_vanish = false;
 		}
 		free(buf);
 	}
@@ -531,100 +584,6 @@ static void rm_volume(const char *vol)
 static int install_fault(struct csdfs_io *io, void *arg)
 {
 	return csdfs_io_fault_install(io, arg);
-}
-
-/*
- * A thread-safe stand-in for csdfs_io_fault_install, same counting rules,
- * for the sweeps with the commit thread. BUG (reported, test_fault_seam_threads
- * below): csdfs_io_fault_install's wrapper swaps io->priv to the inner
- * backend's value around every forwarded call, so a call from a second
- * thread in that window takes the inner priv (NULL for the POSIX backend) for
- * its fault state and crashes (SIGSEGV in fault_sync, commit thread, while
- * the workload thread is inside a forwarded pwrite). This one forwards to a
- * private copy of the inner csdfs_io instead and never writes to @io again.
- */
-struct tfault {
-	struct csdfs_io inner;
-	struct csdfs_io_fault *f;
-};
-
-static int tfault_should_fail(struct csdfs_io *io, unsigned kind)
-{
-	struct csdfs_io_fault *f = ((struct tfault *)io->priv)->f;
-	unsigned long long n;
-
-	if (!(f->kinds & kind))
-		return 0;
-	n = __atomic_add_fetch(&f->calls, 1, __ATOMIC_SEQ_CST);
-	if (f->nth && (n == f->nth || (f->sticky && n > f->nth))) {
-		__atomic_add_fetch(&f->failed, 1, __ATOMIC_SEQ_CST);
-		return -f->err;
-	}
-	return 0;
-}
-
-static int tfault_pread(struct csdfs_io *io, void *buf, size_t len, uint64_t off)
-{
-	struct tfault *t = io->priv;
-	int rc = tfault_should_fail(io, CSDFS_IO_PREAD);
-
-	return rc ? rc : t->inner.ops->pread(&t->inner, buf, len, off);
-}
-
-static int tfault_pwrite(struct csdfs_io *io, const void *buf, size_t len,
-			 uint64_t off)
-{
-	struct tfault *t = io->priv;
-	int rc = tfault_should_fail(io, CSDFS_IO_PWRITE);
-
-	return rc ? rc : t->inner.ops->pwrite(&t->inner, buf, len, off);
-}
-
-static int tfault_sync(struct csdfs_io *io)
-{
-	struct tfault *t = io->priv;
-	int rc = tfault_should_fail(io, CSDFS_IO_SYNC);
-
-	return rc ? rc : t->inner.ops->sync(&t->inner);
-}
-
-static int tfault_punch(struct csdfs_io *io, uint64_t off, uint64_t len)
-{
-	struct tfault *t = io->priv;
-	int rc = tfault_should_fail(io, CSDFS_IO_PUNCH);
-
-	return rc ? rc : t->inner.ops->punch(&t->inner, off, len);
-}
-
-static void tfault_close(struct csdfs_io *io)
-{
-	struct tfault *t = io->priv;
-
-	csdfs_io_close(&t->inner);
-	io->priv = NULL;
-	io->fd = -1;
-	free(t);
-}
-
-static const struct csdfs_io_ops tfault_ops = {
-	.pread = tfault_pread,
-	.pwrite = tfault_pwrite,
-	.sync = tfault_sync,
-	.punch = tfault_punch,
-	.close = tfault_close,
-};
-
-static int install_tfault(struct csdfs_io *io, void *arg)
-{
-	struct tfault *t = malloc(sizeof(*t));
-
-	if (!t)
-		return -ENOMEM;
-	t->inner = *io;
-	t->f = arg;
-	io->ops = &tfault_ops;
-	io->priv = t;
-	return 0;
 }
 
 /* A hang names its case and aborts (check reports the signal). */
@@ -738,7 +697,7 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 	alarm(FAULT_RUN_SECONDS);
 	/* Faulted part: a failed commit logs at LOG_CRIT; expected here. */
 	csdfs_log_set_level(-1);
-	mo.io_hook = thread ? install_tfault : install_fault;
+	mo.io_hook = install_fault;
 	mo.io_hook_arg = &r.fault;
 	msg[0] = '\0';
 	rc = csdfs_vol_open(vpath, &mo, &vol, msg, sizeof(msg));
@@ -752,7 +711,7 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 			problem(&r, "open failed (%d) without a message", rc);
 	} else {
 		r.vol = vol;
-		workload(&r);
+		workload_a(&r);
 		rc = csdfs_vol_close(vol);
 		r.vol = NULL;
 		if (rc) {
@@ -761,6 +720,32 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 				problem(&r, "close returned %d", rc);
 			else if (!r.fault.failed)
 				problem(&r, "close failed (%d) before any injected fault", rc);
+		}
+		/* The same fault struct: the count goes on across the reopen. */
+		msg[0] = '\0';
+		rc = csdfs_vol_open(vpath, &mo, &vol, msg, sizeof(msg));
+		if (rc) {
+			out->open_failed = true;
+			if (rc > 0 || rc < -4095)
+				problem(&r, "second open returned %d", rc);
+			else if (!r.fault.failed)
+				problem(&r, "second open failed before any injected fault: %s", msg);
+			else if (!msg[0])
+				problem(&r, "second open failed (%d) without a message", rc);
+		} else {
+			r.vol = vol;
+			check_files(&r, vol, true);
+			workload_b(&r);
+			rc = csdfs_vol_close(vol);
+			r.vol = NULL;
+			if (rc) {
+				out->close_failed = true;
+				if (rc > 0 || rc < -4095)
+					problem(&r, "second close returned %d", rc);
+				else if (!r.fault.failed)
+					problem(&r, "second close failed (%d) before any injected fault",
+						rc);
+			}
 		}
 	}
 	out->calls = r.fault.calls;
@@ -782,7 +767,7 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 	if (rc) {
 		problem(&r, "BUG: reopen without faults failed: %d (%s)", rc, msg);
 	} else {
-		check_reopened(&r, vol);
+		check_files(&r, vol, false);
 		rc = csdfs_vol_close(vol);
 		if (rc)
 			problem(&r, "close after the clean reopen: %d", rc);
@@ -867,18 +852,16 @@ START_TEST(test_fault_sweep)
 END_TEST
 
 /*
- * BUG (open): the seam's own fault wrapper is not thread-safe. io_fault.c's
- * FORWARD() sets io->priv to the inner backend's priv for the duration of
- * every forwarded call and puts its own state back afterwards; a second
- * thread calling through the same csdfs_io in that window reads the inner
- * priv as its fault state (NULL for the POSIX backend: SIGSEGV in
- * should_fail, seen in fault_sync from the commit thread), and an inner call
- * can run with the wrapper's priv instead of its own. The I/O seam promises
- * thread-safe ops (io.h), and the daemon has a commit thread plus FUSE
- * workers. Here two threads hammer one faulted (count-only) csdfs_io; the
- * inner backend checks it always gets its own priv. Fails (a mismatch, or
- * signal 11) until io_fault.c stops writing io->priv per call (e.g. forward
- * to a private copy of the inner struct csdfs_io, as install_tfault does).
+ * Regression test: the seam's fault wrapper must be thread-safe (io.h
+ * promises thread-safe ops; the daemon has a commit thread and FUSE
+ * workers). It used to set io->priv to the inner backend's priv around every
+ * forwarded call, so a second thread calling in that window took the inner
+ * priv (NULL for the POSIX backend) for its fault state: SIGSEGV in
+ * should_fail, seen in fault_sync from the commit thread while the workload
+ * thread was inside a forwarded pwrite; and an inner call could run with the
+ * wrapper's priv. Fixed in bc4b5c2 (the wrapper forwards to a private copy
+ * of the inner struct csdfs_io). Two threads hammer one faulted, count-only
+ * csdfs_io; the inner backend checks it always gets its own priv.
  */
 struct seam_inner {
 	unsigned long long mismatches;
@@ -977,7 +960,7 @@ START_TEST(test_fault_seam_threads)
 	pthread_join(t, NULL);
 	csdfs_io_close(&io);
 	ck_assert_msg(seam_state.mismatches == 0,
-		      "BUG: csdfs_io_fault_install's wrapper is not thread-safe: an inner "
+		      "csdfs_io_fault_install's wrapper is not thread-safe: an inner "
 		      "backend call ran with a foreign io->priv (%llu times in %llu calls)",
 		      seam_state.mismatches, f.calls);
 }

@@ -600,7 +600,8 @@ START_TEST(test_garbage_env)
 		snprintf(f, sizeof(f), "%s/data.mdb", dir);
 		write_file(f, junk, sizes[i]);
 		rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
-		ck_assert_msg(rc == -EUCLEAN, "%zu garbage bytes: open gave %d (%s), want -EUCLEAN",
+		ck_assert_msg(rc == -EUCLEAN,
+			      "%zu garbage bytes: open gave %d (%s), want -EUCLEAN",
 			      sizes[i], rc, strerror(-rc));
 		ck_assert_ptr_null(m);
 		/* create=true must not "repair" garbage either. */

@@ -5,9 +5,13 @@
  * reference buffer (random, zero and 2:1 data at unaligned offsets),
  * sparse files and SEEK_DATA/SEEK_HOLE, truncate, fallocate, the
  * namespace (link, unlink, rmdir, rename with its flags), xattrs including
- * the virtual read-only ones, statfs, persistence across close/reopen,
- * unlinked-but-referenced files, a full volume, and hostile metadata.
- * Every state-changing test ends with csdfs_fsck clean (STYLE habit 11).
+ * the virtual read-only ones, directory roll-ups, policy attributes and
+ * recompress, statfs, the logical capacity limit, persistence across
+ * close/reopen and across a simulated crash after fsync,
+ * unlinked-but-referenced files, a full volume and churn on a nearly full
+ * one, several threads writing (and racing truncate/unlink) while the
+ * commit thread runs, and hostile metadata. Every state-changing test ends
+ * with csdfs_fsck clean, stored data verified too (STYLE habit 11).
  *
  * Each test gets a fresh 64 MiB volume in one mkdtemp() base directory that
  * main() removes after all forked tests ran.
@@ -1894,8 +1898,8 @@ struct cc_arg {
 	int idx;
 	char *ref_own, *ref_shared;   /* CC_REGION each */
 	uint64_t own_size;
-	char msg[256];
-	volatile int *stop;
+	char msg[256];             /* written by its own thread only */
+	int *stop;                 /* __atomic_* only */
 };
 
 static uint64_t cc_rng(uint64_t *s)
@@ -1949,8 +1953,9 @@ static void *cc_writer(void *p)
 		n = csdfs_fs_read(a->vol, shared ? a->shared : a->own, rd, len,
 				  shared ? base + off : off);
 		if (n != (ssize_t)len || memcmp(rd, buf, len))
-			snprintf(a->msg, sizeof(a->msg), "thread %d step %d: read back %zd bytes, %s",
-				 a->idx, i, n, n == (ssize_t)len ? "different" : "short");
+			snprintf(a->msg, sizeof(a->msg),
+				 "thread %d step %d: read back %zd bytes, %s", a->idx, i, n,
+				 n == (ssize_t)len ? "different" : "short");
 	}
 	free(buf);
 	free(rd);
@@ -1963,9 +1968,10 @@ static void *cc_reader(void *p)
 	char *buf = malloc(CC_REGION);
 	uint64_t s = 77;
 
-	while (!*a->stop && !a->msg[0]) {
+	while (!__atomic_load_n(a->stop, __ATOMIC_ACQUIRE) && !a->msg[0]) {
 		uint64_t off = cc_rng(&s) % (CC_THREADS * CC_REGION);
-		ssize_t n = csdfs_fs_read(a->vol, a->shared, buf, 1 + cc_rng(&s) % 100000, off);
+		size_t len = 1 + cc_rng(&s) % 100000;
+		ssize_t n = csdfs_fs_read(a->vol, a->shared, buf, len, off);
 
 		if (n < 0)
 			snprintf(a->msg, sizeof(a->msg), "reader: read at %llu gave %zd",
@@ -1982,7 +1988,7 @@ START_TEST(test_concurrent_writers)
 	struct csdfs_vol *vol;
 	struct cc_arg args[CC_THREADS + 1];
 	pthread_t tid[CC_THREADS + 1];
-	volatile int stop = 0;
+	int stop = 0;
 	char err[512];
 	uint64_t shared;
 
@@ -2006,7 +2012,7 @@ START_TEST(test_concurrent_writers)
 	}
 	for (int t = 0; t < CC_THREADS; t++)
 		ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
-	stop = 1;
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
 	ck_assert_int_eq(pthread_join(tid[CC_THREADS], NULL), 0);
 	for (int t = 0; t <= CC_THREADS; t++)
 		ck_assert_msg(!args[t].msg[0], "%s", args[t].msg);
@@ -2044,10 +2050,27 @@ END_TEST
 struct race {
 	struct csdfs_vol *vol;
 	uint64_t shared;
-	volatile uint64_t victim;     /* inode being written and unlinked */
-	volatile int stop;
+	uint64_t victim;              /* inode being written and unlinked */
+	int stop;                     /* both: __atomic_* only */
+	int failed;                   /* set (atomically) after msg */
 	char msg[256];
 };
+
+static void race_fail(struct race *r, const char *what, long rc)
+{
+	int expected = 0;
+
+	/* The first failure wins the message. */
+	if (__atomic_compare_exchange_n(&r->failed, &expected, 1, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		snprintf(r->msg, sizeof(r->msg), "%s gave %ld", what, rc);
+}
+
+static bool race_over(struct race *r)
+{
+	return __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&r->failed, __ATOMIC_ACQUIRE);
+}
 
 static void *race_writer(void *p)
 {
@@ -2057,15 +2080,16 @@ static void *race_writer(void *p)
 
 	for (size_t i = 0; i < 40000; i++)
 		buf[i] = (i % 4096) < 2048 ? (char)(cc_rng(&s) >> 56) : 0;
-	for (int i = 0; i < 400 && !r->msg[0]; i++) {
-		uint64_t off = cc_rng(&s) % 300000, ino = r->victim;
+	for (int i = 0; i < 400 && !race_over(r); i++) {
+		uint64_t off = cc_rng(&s) % 300000;
+		uint64_t ino = __atomic_load_n(&r->victim, __ATOMIC_ACQUIRE);
 		ssize_t n = csdfs_fs_write(r->vol, i % 2 ? r->shared : ino, buf,
 					   1 + cc_rng(&s) % 40000, off, false);
 
 		if (n < 0 && !(n == -ENOENT && i % 2 == 0))
-			snprintf(r->msg, sizeof(r->msg), "write %d gave %zd", i, n);
+			race_fail(r, "write", (long)n);
 	}
-	r->stop = 1;
+	__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
 	free(buf);
 	return NULL;
 }
@@ -2075,7 +2099,7 @@ static void *race_resizer(void *p)
 	struct race *r = p;
 	uint64_t s = 9;
 
-	while (!r->stop && !r->msg[0]) {
+	while (!race_over(r)) {
 		struct stat in, st;
 		int rc;
 
@@ -2088,7 +2112,7 @@ static void *race_resizer(void *p)
 						FALLOC_FL_KEEP_SIZE, (uint64_t)in.st_size,
 						1 + cc_rng(&s) % 50000);
 		if (rc)
-			snprintf(r->msg, sizeof(r->msg), "resize gave %d", rc);
+			race_fail(r, "resize", rc);
 	}
 	return NULL;
 }
@@ -2098,17 +2122,17 @@ static void *race_unlinker(void *p)
 	struct race *r = p;
 	struct stat st;
 
-	while (!r->stop && !r->msg[0]) {
+	while (!race_over(r)) {
 		int rc = csdfs_fs_mknod(r->vol, &cred0, ROOT, "victim", S_IFREG | 0644, 0,
 					&st);
 
 		if (!rc) {
-			r->victim = st.st_ino;
+			__atomic_store_n(&r->victim, (uint64_t)st.st_ino, __ATOMIC_RELEASE);
 			usleep(200);
 			rc = csdfs_fs_unlink(r->vol, ROOT, "victim");
 		}
 		if (rc)
-			snprintf(r->msg, sizeof(r->msg), "create/unlink gave %d", rc);
+			race_fail(r, "create/unlink", rc);
 	}
 	return NULL;
 }
@@ -2135,7 +2159,7 @@ START_TEST(test_race_unlink_truncate)
 	ck_assert_int_eq(pthread_create(&t[2], NULL, race_unlinker, &r), 0);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
-	ck_assert_msg(!r.msg[0], "%s", r.msg);
+	ck_assert_msg(!r.failed, "%s", r.msg);
 
 	ck_assert_int_eq(csdfs_fs_unlink(vol, ROOT, "first-victim"), 0);
 	if (!csdfs_fs_lookup(vol, ROOT, "victim", &st))
@@ -2150,6 +2174,127 @@ START_TEST(test_race_unlink_truncate)
 END_TEST
 
 /* ---- hostile metadata ---------------------------------------------------- */
+
+/*
+ * Hostile bytes (G1, G6): a damaged chunk record or damaged stored bytes
+ * make reads of that chunk fail (stored bytes: -EIO, counted), never return
+ * garbage or crash; the other chunks still read; fsck reports it.
+ */
+enum chunk_damage {
+	CD_CSUM, CD_PLEN, CD_LLEN0, CD_LLEN_BIG, CD_CODEC, CD_PA_PAST_END,
+	CD_STORED_BYTES, CD_COUNT
+};
+
+static void damage_chunk_record(const char *path, uint64_t ino, uint64_t idx,
+				int what)
+{
+	char meta[600];
+	struct csdfs_meta *m;
+	struct csdfs_txn *txn;
+	struct csdfs_chunk_disk c;
+	struct csdfs_val v;
+	uint8_t key[16];
+
+	snprintf(meta, sizeof(meta), "%s/meta", path);
+	ck_assert_int_eq(csdfs_meta_open(meta, false, 2ull << 30, &m), 0);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &txn), 0);
+	csdfs_be64_put(key, ino);
+	csdfs_be64_put(key + 8, idx);
+	ck_assert_int_eq(csdfs_meta_get(txn, CSDFS_DB_CHUNKS, key, 16, &v), 0);
+	ck_assert_uint_eq(v.len, sizeof(c));
+	memcpy(&c, v.data, sizeof(c));
+	switch (what) {
+	case CD_CSUM: c.csum ^= 1; break;
+	case CD_PLEN: c.plen = 0x7fffffff; break;
+	case CD_LLEN0: c.llen = 0; break;
+	case CD_LLEN_BIG: c.llen = CS + 1; break;
+	case CD_CODEC: c.codec = 77; break;
+	case CD_PA_PAST_END: c.pa = VOL_SIZE + 100 * 4096; break;
+	}
+	ck_assert_int_eq(csdfs_meta_put(txn, CSDFS_DB_CHUNKS, key, 16, &c, sizeof(c), 0), 0);
+	ck_assert_int_eq(csdfs_meta_commit(txn), 0);
+	csdfs_meta_close(m);
+}
+
+/* Flip one byte of @pattern's first occurrence in the container. */
+static void damage_stored(const char *path, const char *pattern, size_t len)
+{
+	char p[700];
+	static char buf[1 << 20];
+	off_t off = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/container", path);
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		for (ssize_t i = 0; i + (ssize_t)len <= n; i++) {
+			if (!memcmp(buf + i, pattern, len)) {
+				char b = (char)(buf[i + 7] ^ 0x40);
+
+				ck_assert_int_eq(pwrite(fd, &b, 1, off + i + 7), 1);
+				close(fd);
+				return;
+			}
+		}
+		off += n - (ssize_t)len;   /* overlap: a match may straddle */
+	}
+	close(fd);
+	ck_abort_msg("pattern not found in the container");
+}
+
+START_TEST(test_hostile_chunks)
+{
+	char path[512], name[32], buf[CS];
+	struct csdfs_fsck_opts verify = { .verify_data = true }, plain = { 0 };
+	struct csdfs_vol *vol;
+	char *data = malloc(4 * CS);
+	uint64_t f;
+	ssize_t n;
+
+	snprintf(name, sizeof(name), "hostile%d", _i);
+	vol = newvol(path, sizeof(path), name);
+	f = mkfile(vol, ROOT, "f");
+	rng_state = 91 + (uint64_t)_i;
+	fill(K_RANDOM, data, 4 * CS);        /* stored raw: findable */
+	wr(vol, f, data, 4 * CS, 0);
+	ck_assert_int_eq(csdfs_vol_close(vol), 0);
+	if (_i == CD_STORED_BYTES)
+		damage_stored(path, data + CS + 100, 64);
+	else
+		damage_chunk_record(path, f, 1, _i);
+
+	vol = openvol(path);
+	/* The damaged chunk fails, loudly; its neighbours are fine. */
+	n = csdfs_fs_read(vol, f, buf, CS, CS);
+	ck_assert_msg(n < 0, "damage %d: read of the damaged chunk gave %zd", _i, n);
+	if (_i == CD_STORED_BYTES || _i == CD_CSUM) {
+		char v[32];
+
+		ck_assert_int_eq(n, -EIO);
+		ck_assert_int_gt(xget(vol, ROOT, "user.csdfs.checksum_errors", v, sizeof(v)), 0);
+		ck_assert_uint_ge(strtoull(v, NULL, 10), 1);
+	}
+	n = csdfs_fs_read(vol, f, buf, 100, CS + 5000);
+	ck_assert_msg(n < 0, "damage %d: partial read gave %zd", _i, n);
+	expect_data(vol, f, data, 0, CS);
+	expect_data(vol, f, data + 2 * CS, 2 * CS, 2 * CS);
+	/* A partial write needs the old bytes: it fails, changing nothing. */
+	n = csdfs_fs_write(vol, f, data, 100, CS + 10, false);
+	ck_assert_msg(n < 0, "damage %d: read-modify-write gave %zd", _i, n);
+	expect_data(vol, f, data + 2 * CS, 2 * CS, 2 * CS);
+	ck_assert_int_eq(csdfs_vol_close(vol), 0);
+
+	/* fsck sees it (stored bytes only when it reads them). */
+	ck_assert_int_eq(csdfs_fsck(path, &verify), 4);
+	if (_i == CD_STORED_BYTES || _i == CD_CSUM)
+		ck_assert_int_eq(csdfs_fsck(path, &plain), 0);
+	else
+		ck_assert_int_eq(csdfs_fsck(path, &plain), 4);
+	free(data);
+}
+END_TEST
 
 START_TEST(test_stray_orphan_record)
 {
@@ -2243,6 +2388,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(life, test_full_volume);
 	tcase_add_loop_test(life, test_full_churn, 0, 2);
 	tcase_add_test(life, test_stray_orphan_record);
+	tcase_add_loop_test(life, test_hostile_chunks, 0, CD_COUNT);
 	suite_add_tcase(s, life);
 
 	tcase_set_timeout(conc, 300);
