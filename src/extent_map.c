@@ -186,6 +186,7 @@ static int account(struct csdfs_op *op, uint64_t ino,
 {
 	uint64_t s = (uint64_t)(int64_t)sign;
 
+	op->chunk_changes++;
 	irec->stored_bytes += s * c->plen;
 	irec->mapped_bytes += s * c->llen;
 	irec->stored_chunks += s;

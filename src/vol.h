@@ -63,6 +63,7 @@ struct csdfs_vol {
 	uint64_t durable_gen;      /* lock: last generation made durable */
 	bool dirty;                /* lock: group holds changes */
 	uint64_t group_ops;        /* lock: operations in the open group */
+	uint64_t group_chunks;     /* lock: chunk changes in the open group */
 	int failed;                /* lock: -errno after a failed commit */
 	struct csdfs_alloc alloc;  /* lock */
 	struct csdfs_counters_disk counters; /* lock */
@@ -101,6 +102,7 @@ struct csdfs_op {
 	struct csdfs_counters_disk delta;   /* added (mod 2^64) on commit */
 	struct csdfs_range *freed;          /* blocks to quarantine on commit */
 	size_t nfreed, capfreed;
+	uint64_t chunk_changes;             /* chunks mapped or unmapped */
 	struct csdfs_mixdelta *mix;         /* codec-mix changes to roll up */
 	size_t nmix, capmix;
 };

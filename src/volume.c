@@ -31,6 +31,10 @@
 
 #define COMMIT_MS_DEFAULT 1000u
 #define GROUP_OPS_MAX 8192u
+/* LMDB keeps every page a group dirties in memory until it commits (about
+ * 140 bytes per chunk changed): commit after this many chunk changes so
+ * the daemon's memory stays bounded whatever the write rate. */
+#define GROUP_CHUNKS_MAX 2048u
 #define PUNCH_MIN_BLOCKS 256u   /* 1 MiB */
 #define CACHE_SIZE_DEFAULT (64ull << 20)
 
@@ -373,8 +377,13 @@ int csdfs_op_end(struct csdfs_op *op, int rc)
 							    op->freed[i].start,
 							    op->freed[i].count);
 			vol->dirty = true;
-			if (++vol->group_ops >= GROUP_OPS_MAX)
+			vol->group_chunks += op->chunk_changes;
+			if (++vol->group_ops >= GROUP_OPS_MAX ||
+			    vol->group_chunks >= GROUP_CHUNKS_MAX)
 				pthread_cond_signal(&vol->commit_cv);
+			/* Backpressure when writers outrun the commit thread. */
+			if (vol->group_chunks >= 2 * GROUP_CHUNKS_MAX && !rc)
+				csdfs_vol_commit_locked(vol);
 		}
 		if (op->inflight_slot >= 0)
 			csdfs_alloc_inflight_del(&vol->alloc, op->inflight_slot);
@@ -475,6 +484,7 @@ int csdfs_vol_commit_locked(struct csdfs_vol *vol)
 	__atomic_add_fetch(&vol->gen, 1, __ATOMIC_RELAXED);  /* read unlocked */
 	vol->dirty = false;
 	vol->group_ops = 0;
+	vol->group_chunks = 0;
 	nq = csdfs_alloc_take_quarantine(&vol->alloc, &q);
 	for (size_t i = 0; i < nq && !rc; i++)
 		rc = csdfs_freemap_intersect(vol->group, q[i].start, q[i].count,
@@ -519,7 +529,8 @@ static void *commit_main(void *arg)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
 		}
-		pthread_cond_timedwait(&vol->commit_cv, &vol->lock, &ts);
+		if (vol->group_ops < GROUP_OPS_MAX && vol->group_chunks < GROUP_CHUNKS_MAX)
+			pthread_cond_timedwait(&vol->commit_cv, &vol->lock, &ts);
 		if (!vol->stopping && vol->dirty)
 			csdfs_vol_commit_locked(vol);
 	}
