@@ -90,6 +90,14 @@ int csdfs_super_read(struct csdfs_io *io, struct csdfs_super *sb,
 		     (unsigned long long)(total * CSDFS_BLOCK_SIZE));
 	if (chunk < CSDFS_CHUNK_MIN || chunk > CSDFS_CHUNK_MAX || (chunk & (chunk - 1)))
 		FAIL(-EUCLEAN, "superblock names a bad chunk size %u", chunk);
+	/* The atomic unit is a promise to applications: only accept one a
+	 * single write request can honour (power of two, 4K..1M). */
+	if (unit && (unit < CSDFS_CHUNK_MIN || unit > (1u << 20) || (unit & (unit - 1))))
+		FAIL(-EUCLEAN, "superblock names a bad atomic-write unit %u", unit);
+	if (le64toh(d.logical_bytes) < (total - CSDFS_FIRST_DATA_BLOCK) * CSDFS_BLOCK_SIZE ||
+	    le64toh(d.logical_bytes) / 16 > total * CSDFS_BLOCK_SIZE)
+		FAIL(-EUCLEAN, "superblock names an impossible logical capacity %llu",
+		     (unsigned long long)le64toh(d.logical_bytes));
 	if (d.codec >= CSDFS_CODEC_COUNT)
 		FAIL(-EUCLEAN, "superblock names unknown codec id %u", d.codec);
 	memcpy(sb->uuid, d.uuid, 16);

@@ -374,7 +374,8 @@ static int check_dirents(struct fsck *f)
 	csdfs_cursor_close(cur);
 	if (rc && rc != -ENOENT)
 		return rc;
-	qsort(f->targets, f->ntargets, sizeof(*f->targets), cmp_u64);
+	if (f->ntargets)
+		qsort(f->targets, f->ntargets, sizeof(*f->targets), cmp_u64);
 	return 0;
 }
 

@@ -69,8 +69,6 @@ static inline void csdfs_io_close(struct csdfs_io *io)
 	io->ops = NULL;
 }
 
-#endif
-
 /*
  * Fault injection (tests): wraps an open csdfs_io so that the @nth call
  * (1-based, counting pread, pwrite, sync and punch together, or only the
@@ -94,3 +92,5 @@ struct csdfs_io_fault {
 
 /* Interpose @f on @io. @f must outlive @io. @return 0 or -ENOMEM. */
 int csdfs_io_fault_install(struct csdfs_io *io, struct csdfs_io_fault *f);
+
+#endif

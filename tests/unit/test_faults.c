@@ -538,32 +538,74 @@ static void check_files(struct run *r, struct csdfs_vol *vol, bool session)
 
 static char tmpbase[1024];
 
-static void rm_volume(const char *vol);
+/*
+ * The scratch directory belongs to the parent process (main), which removes
+ * it at exit and on SIGTERM/SIGINT/SIGHUP (a meson timeout), whatever a
+ * forked test did; the tests remove their volumes as they go. Everything in
+ * it has a fixed name, so the paths to remove are computed once and the
+ * signal handler only calls unlink and rmdir.
+ */
+#define NSCRATCH 16
+static char scratch[NSCRATCH][1200];
+static size_t nscratch;
 
-static void rm_tmpbase(void)
+static void scratch_add(const char *fmt, const char *a)
 {
-	char tpath[1100];
-
-	if (!tmpbase[0])
-		return;
-	snprintf(tpath, sizeof(tpath), "%s/template", tmpbase);
-	rm_volume(tpath);
-	rmdir(tmpbase);
-	tmpbase[0] = '\0';
+	snprintf(scratch[nscratch++], sizeof(scratch[0]), fmt, tmpbase, a);
 }
 
 static void make_tmpbase(void)
 {
+	static const char *const vols[] = { "vol", "template", "template.mkfs" };
 	const char *base = getenv("CSDFS_TEST_TMPDIR");
 	struct stat st;
 
-	if (tmpbase[0])
-		return;
 	if (!base)
 		base = !stat("/dev/shm", &st) && S_ISDIR(st.st_mode) &&
 		       !access("/dev/shm", W_OK) ? "/dev/shm" : "/tmp";
 	snprintf(tmpbase, sizeof(tmpbase), "%s/csdfs-test-faults.XXXXXX", base);
-	ck_assert_ptr_nonnull(mkdtemp(tmpbase));
+	if (!mkdtemp(tmpbase)) {
+		fprintf(stderr, "test_faults: cannot create '%s': %s\n", tmpbase,
+			strerror(errno));
+		exit(EXIT_FAILURE);
+	}
+	for (size_t i = 0; i < sizeof(vols) / sizeof(vols[0]); i++) {
+		scratch_add("%s/%s/container", vols[i]);
+		scratch_add("%s/%s/meta/data.mdb", vols[i]);
+		scratch_add("%s/%s/meta/lock.mdb", vols[i]);
+		scratch_add("%s/%s/meta", vols[i]);
+		scratch_add("%s/%s", vols[i]);
+	}
+	scratch_add("%s%s", "");
+}
+
+static pid_t scratch_owner;
+
+/* At exit: only the parent; forked tests exit through here too. */
+static void rm_scratch(void)
+{
+	if (getpid() != scratch_owner)
+		return;
+	for (size_t i = 0; i < nscratch; i++)
+		if (unlink(scratch[i]))
+			rmdir(scratch[i]);
+}
+
+static void on_term(int sig)
+{
+	for (size_t i = 0; i < nscratch; i++)
+		if (unlink(scratch[i]))
+			rmdir(scratch[i]);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* A test's volumes (the scratch directory itself stays for the next). */
+static void rm_work(void)
+{
+	for (size_t i = 0; i + 1 < nscratch; i++)
+		if (unlink(scratch[i]))
+			rmdir(scratch[i]);
 }
 
 static void rm_volume(const char *vol)
@@ -624,31 +666,44 @@ static void copy_file(const char *from, const char *to, size_t len, off_t size)
 	free(buf);
 }
 
+/* @to gets a copy of the fresh volume @from, with a sparse container. */
+static void clone_volume(const char *from, const char *to)
+{
+	char a[1300], b[1300];
+	struct stat st;
+
+	ck_assert_int_eq(mkdir(to, 0700), 0);
+	snprintf(b, sizeof(b), "%s/meta", to);
+	ck_assert_int_eq(mkdir(b, 0700), 0);
+	snprintf(a, sizeof(a), "%s/container", from);
+	snprintf(b, sizeof(b), "%s/container", to);
+	copy_file(a, b, CSDFS_FIRST_DATA_BLOCK * CSDFS_BLOCK_SIZE, (off_t)VOL_SIZE);
+	snprintf(a, sizeof(a), "%s/meta/data.mdb", from);
+	snprintf(b, sizeof(b), "%s/meta/data.mdb", to);
+	ck_assert_int_eq(stat(a, &st), 0);
+	copy_file(a, b, (size_t)st.st_size, st.st_size);
+}
+
 static void fresh_volume(const char *vpath)
 {
 	struct csdfs_mkfs_opts mk = {
 		.size = VOL_SIZE, .multiplier = 2.0,
 		.codec = { CSDFS_CODEC_ZSTD, 1 }, .chunk_size = 16384,
 	};
-	char tpath[1100], from[1300], to[1300], msg[512];
+	char tpath[1100], mpath[1100], msg[512];
 	struct stat st;
 
 	snprintf(tpath, sizeof(tpath), "%s/template", tmpbase);
 	if (stat(tpath, &st)) {
+		/* Kept sparse too: a test killed midway leaves little behind. */
+		snprintf(mpath, sizeof(mpath), "%s/template.mkfs", tmpbase);
 		msg[0] = '\0';
-		ck_assert_msg(csdfs_vol_create(tpath, &mk, msg, sizeof(msg)) == 0,
+		ck_assert_msg(csdfs_vol_create(mpath, &mk, msg, sizeof(msg)) == 0,
 			      "csdfs_vol_create: %s", msg);
+		clone_volume(mpath, tpath);
+		rm_volume(mpath);
 	}
-	ck_assert_int_eq(mkdir(vpath, 0700), 0);
-	snprintf(to, sizeof(to), "%s/meta", vpath);
-	ck_assert_int_eq(mkdir(to, 0700), 0);
-	snprintf(from, sizeof(from), "%s/container", tpath);
-	snprintf(to, sizeof(to), "%s/container", vpath);
-	copy_file(from, to, 16 * 4096, (off_t)VOL_SIZE);
-	snprintf(from, sizeof(from), "%s/meta/data.mdb", tpath);
-	snprintf(to, sizeof(to), "%s/meta/data.mdb", vpath);
-	ck_assert_int_eq(stat(from, &st), 0);
-	copy_file(from, to, (size_t)st.st_size, st.st_size);
+	clone_volume(tpath, vpath);
 }
 
 struct outcome {
@@ -688,7 +743,6 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 	snprintf(hang_msg, sizeof(hang_msg),
 		 "test_faults: %s: no return within %d s (hang)\n", tag, FAULT_RUN_SECONDS);
 
-	make_tmpbase();
 	snprintf(vpath, sizeof(vpath), "%s/vol", tmpbase);
 	rm_volume(vpath);
 	csdfs_log_set_level(LOG_ERR);
@@ -802,7 +856,7 @@ START_TEST(test_no_fault)
 	unsigned long long c = count_calls(false);
 
 	fprintf(stderr, "test_faults: the workload makes %llu container I/O calls\n", c);
-	rm_tmpbase();
+	rm_work();
 }
 END_TEST
 
@@ -845,7 +899,7 @@ START_TEST(test_fault_sweep)
 		"(%u problems)\n",
 		err == EIO ? "EIO" : "ENOSPC", sticky ? "sticky" : "once",
 		thread ? " commit-thread" : "", c + 1, open_failed, close_failed, ops_failed, other_errnos, bad_runs, total_problems);
-	rm_tmpbase();
+	rm_work();
 	ck_assert_msg(total_problems == 0, "%u problems in %u of %llu runs; first: %s",
 		      total_problems, bad_runs, c + 1, first_total_problem);
 }
@@ -988,9 +1042,16 @@ static Suite *faults_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(faults_suite());
+	SRunner *sr;
 	int failed;
 
+	make_tmpbase();
+	scratch_owner = getpid();
+	atexit(rm_scratch);
+	signal(SIGTERM, on_term);
+	signal(SIGINT, on_term);
+	signal(SIGHUP, on_term);
+	sr = srunner_create(faults_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

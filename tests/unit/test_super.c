@@ -166,6 +166,8 @@ START_TEST(test_roundtrip)
 	m.fail_read = 0;
 	sample_super(&sb);
 	sb.total_blocks = shapes[_i].total_blocks;
+	/* mkfs never makes a logical capacity below the physical one. */
+	sb.logical_bytes = sb.total_blocks * CSDFS_BLOCK_SIZE * 2;
 	sb.chunk_size = shapes[_i].chunk;
 	sb.atomic_unit = shapes[_i].unit;
 	sb.codec.id = shapes[_i].codec;
@@ -426,7 +428,11 @@ static void make_tmpdir(void)
 		base = !stat("/dev/shm", &st) && S_ISDIR(st.st_mode) &&
 		       !access("/dev/shm", W_OK) ? "/dev/shm" : "/tmp";
 	snprintf(tmpdir, sizeof(tmpdir), "%s/csdfs-test-super.XXXXXX", base);
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	if (!mkdtemp(tmpdir)) {
+		fprintf(stderr, "test_super: cannot create '%s': %s\n", tmpdir,
+			strerror(errno));
+		exit(EXIT_FAILURE);
+	}
 }
 
 static void rm_volume(const char *vol)
@@ -442,6 +448,17 @@ static void rm_volume(const char *vol)
 	snprintf(p, sizeof(p), "%s/meta", vol);
 	rmdir(p);
 	rmdir(vol);
+}
+
+/* Unchecked fixture: runs in the parent, so the 64 MiB volume goes away
+ * even when the test child failed halfway. */
+static void rm_tmpdir(void)
+{
+	char vpath[1100];
+
+	snprintf(vpath, sizeof(vpath), "%s/vol", tmpdir);
+	rm_volume(vpath);
+	rmdir(tmpdir);
 }
 
 static void file_pwrite(const char *path, const void *buf, size_t len, off_t off)
@@ -477,7 +494,6 @@ START_TEST(test_vol_open_refuses)
 	char vpath[1100], cpath[1200], err[512];
 	int rc;
 
-	make_tmpdir();
 	snprintf(vpath, sizeof(vpath), "%s/vol", tmpdir);
 	snprintf(cpath, sizeof(cpath), "%s/container", vpath);
 	err[0] = '\0';
@@ -528,8 +544,6 @@ START_TEST(test_vol_open_refuses)
 	ck_assert_msg(rc == 0, "restored: rc %d, '%s'", rc, err);
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
 
-	rm_volume(vpath);
-	rmdir(tmpdir);
 }
 END_TEST
 
@@ -551,6 +565,7 @@ static Suite *super_suite(void)
 	suite_add_tcase(s, bad);
 
 	tcase_set_timeout(vol, 120);
+	tcase_add_unchecked_fixture(vol, make_tmpdir, rm_tmpdir);
 	tcase_add_test(vol, test_vol_open_refuses);
 	suite_add_tcase(s, vol);
 	return s;
