@@ -5,8 +5,11 @@
 # Works from any directory. Integration tests mount FUSE filesystems, so
 # they run one at a time (--num-processes 1).
 #
+# It runs the suites twice: a normal build (build/), then the same suites
+# under AddressSanitizer + UBSan (build-asan/, timeouts x3).
+#
 # Environment:
-#   CSDFS_SANITIZE=1   build in build-asan/ with AddressSanitizer and UBSan
+#   CSDFS_SANITIZE=0   skip the sanitizer pass; =only: run only that pass
 #   CSDFS_SKIP_DEPS=1  do not run tools/deps.sh (packages already installed)
 #   MESON_TEST_ARGS    extra arguments for 'meson test' (word-split)
 set -euo pipefail
@@ -18,39 +21,62 @@ if [ "${CSDFS_SKIP_DEPS:-0}" != 1 ]; then
 	bash tools/deps.sh
 fi
 
-builddir=build
-setup_args=()
-if [ "${CSDFS_SANITIZE:-0}" = 1 ]; then
-	builddir=build-asan
-	setup_args=("-Db_sanitize=address,undefined" -Db_lundef=false)
-	# Fail loudly on the first report instead of limping on.
-	export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
-	export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-fi
+run_pass() { # builddir sanitize(0|1)
+	local builddir=$1 sanitize=$2 setup_log rc=0
+	local setup_args=() extra=() mult=()
 
-setup_log=$(mktemp "${TMPDIR:-/tmp}/csdfs-setup.XXXXXX")
-if [ -f "$builddir/meson-private/coredata.dat" ]; then
-	set -- meson setup --reconfigure "${setup_args[@]}" "$builddir"
-else
-	# A half-made build dir (e.g. an interrupted first setup) cannot be
-	# reconfigured; start it afresh.
-	rm -rf "$builddir"
-	set -- meson setup "${setup_args[@]}" "$builddir"
-fi
-if ! "$@" >"$setup_log" 2>&1; then
-	cat "$setup_log" >&2
-	echo "test.sh: '$*' failed" >&2
-	exit 1
-fi
-rm -f "$setup_log"
-ninja -C "$builddir"
+	if [ "$sanitize" = 1 ]; then
+		setup_args=("-Db_sanitize=address,undefined" -Db_lundef=false)
+		# Fail loudly on the first report instead of limping on.
+		export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
+		export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+		mult=(--timeout-multiplier 3)
+	fi
+	setup_log=$(mktemp "${TMPDIR:-/tmp}/csdfs-setup.XXXXXX")
+	if [ -f "$builddir/meson-private/coredata.dat" ]; then
+		set -- meson setup --reconfigure "${setup_args[@]}" "$builddir"
+	else
+		# A half-made build dir (e.g. an interrupted first setup) cannot
+		# be reconfigured; start it afresh.
+		rm -rf "$builddir"
+		set -- meson setup "${setup_args[@]}" "$builddir"
+	fi
+	if ! "$@" >"$setup_log" 2>&1; then
+		cat "$setup_log" >&2
+		echo "test.sh: '$*' failed" >&2
+		rm -f "$setup_log"
+		return 1
+	fi
+	rm -f "$setup_log"
+	ninja -C "$builddir" || return 1
+	if [ -n "${MESON_TEST_ARGS:-}" ]; then
+		read -r -a extra <<<"$MESON_TEST_ARGS"
+	fi
+	echo "== test.sh: $builddir ($([ "$sanitize" = 1 ] && echo 'ASan+UBSan' || echo 'plain build'))"
+	meson test -C "$builddir" --suite unit --suite integration \
+		--print-errorlogs --num-processes 1 "${mult[@]}" "${extra[@]}" \
+		2>&1 | tee "$summary.log"
+	rc=${PIPESTATUS[0]}  # errexit is off here: run_pass is called with ||
+	# Tally meson's summary ("Ok: N", "Fail: N", "Timeout: N", "Skipped: N").
+	awk '/^Ok:/ {p += $2} /^(Fail|Timeout|Unexpected Pass):/ {f += $NF}
+	     /^Skipped:/ {s += $2} END {print p + 0, f + 0, s + 0}' "$summary.log" \
+		>>"$summary"
+	rm -f "$summary.log"
+	return "$rc"
+}
 
-extra=()
-if [ -n "${MESON_TEST_ARGS:-}" ]; then
-	read -r -a extra <<<"$MESON_TEST_ARGS"
-fi
+summary=$(mktemp "${TMPDIR:-/tmp}/csdfs-summary.XXXXXX")
+trap 'rm -f "$summary" "$summary.log"' EXIT
 
 rc=0
-meson test -C "$builddir" --suite unit --suite integration \
-	--print-errorlogs --num-processes 1 "${extra[@]}" || rc=$?
+case "${CSDFS_SANITIZE:-1}" in
+only) run_pass build-asan 1 || rc=$? ;;
+0) run_pass build 0 || rc=$? ;;
+*)
+	run_pass build 0 || rc=$?
+	run_pass build-asan 1 || rc=$?
+	;;
+esac
+# One plain closing line for CI: tests passed and failed over all passes.
+awk '{p += $1; f += $2; s += $3} END {printf "test.sh: %d passed, %d failed, %d skipped\n", p, f, s}' "$summary"
 exit "$rc"
