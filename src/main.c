@@ -123,33 +123,35 @@ int main(int argc, char *argv[])
 	int rc, ret = 1;
 
 	if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == -1)
-		return 1;
+		goto out_args;
 	if (o.help) {
 		usage(stdout);
-		return 0;
+		ret = 0;
+		goto out_args;
 	}
 	if (o.version) {
 		printf("csdfs 0.1.0 (format %u)\n", CSDFS_FORMAT_VERSION);
-		return 0;
+		ret = 0;
+		goto out_args;
 	}
 	if (!o.volume || !o.mountpoint) {
 		fprintf(stderr, "csdfs: %s (try --help)\n",
 			!o.volume ? "missing VOLUME and MOUNTPOINT" : "missing MOUNTPOINT");
-		return 1;
+		goto out_args;
 	}
 	if (o.cache_size) {
 		if (csdfs_parse_size(o.cache_size, &mo.cache_size) ||
 		    mo.cache_size > (64ull << 30)) {
 			fprintf(stderr, "csdfs: bad cache_size '%s' (e.g. 64M; 0 disables)\n",
 				o.cache_size);
-			return 1;
+			goto out_args;
 		}
 		mo.no_cache = mo.cache_size == 0;
 	}
 	if (o.max_threads > 256) {
 		fprintf(stderr, "csdfs: max_threads %u is too large (at most 256)\n",
 			o.max_threads);
-		return 1;
+		goto out_args;
 	}
 	if (o.debug) {
 		o.foreground = 1;
@@ -166,7 +168,7 @@ int main(int argc, char *argv[])
 	rc = csdfs_vol_open(o.volume, &mo, &f.vol, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "csdfs: %s\n", err);
-		return 1;
+		goto out_args;
 	}
 	/* LMDB environments must not cross a fork: when daemonising, the
 	 * open above only verified the volume; the child opens it again. */
@@ -231,6 +233,7 @@ out_close:
 		csdfs_log(LOG_ERR, "final commit of '%s' failed: %s", o.volume, strerror(-rc));
 		ret = 1;
 	}
+out_args:
 	fuse_opt_free_args(&args);
 	free(o.volume);
 	free(o.mountpoint);
