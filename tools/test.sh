@@ -31,6 +31,7 @@ run_pass() { # builddir sanitize(0|1)
 		export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 		export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 		mult=(--timeout-multiplier 3)
+		export CSDFS_TIME_SCALE=3  # the scripts' own bounds (lib.sh)
 	fi
 	setup_log=$(mktemp "${TMPDIR:-/tmp}/csdfs-setup.XXXXXX")
 	if [ -f "$builddir/meson-private/coredata.dat" ]; then
