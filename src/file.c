@@ -42,6 +42,7 @@ struct wchunk {
 	const char *src;           /* logical bytes (valid until the write ends) */
 	size_t slot;               /* compression slot in the pack buffer */
 	bool inplace_ok;           /* test_inplace: may overwrite where it lies */
+	bool partial;              /* read-modify-write: likely written again */
 };
 
 struct wplan {
@@ -155,11 +156,12 @@ static int lookup_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 
 /*
  * Read chunk @idx into @dst (cs bytes), starting from mapping @c (NULL:
- * look it up). Retries once with a fresh mapping after a mismatch.
+ * look it up). Retries once with a fresh mapping after a mismatch. @keep:
+ * cache the decoded chunk (not for a version about to be replaced).
  */
 static int load_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 		      uint32_t cs, const struct csdfs_chunk_disk *c, char *dst,
-		      char *scratch)
+		      char *scratch, bool keep)
 {
 	struct csdfs_chunk_disk cur;
 	int rc;
@@ -184,7 +186,7 @@ static int load_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 		rc = csdfs_io_pread(&vol->io, scratch, c->plen, c->pa);
 		if (!rc)
 			rc = decode_chunk(c, scratch, dst, cs, !vol->test_inplace);
-		if (!rc)
+		if (!rc && keep)
 			csdfs_cache_put(vol->cache, &key, dst, cs, cs);
 		if (rc != -EUCLEAN || attempt)
 			break;
@@ -477,15 +479,17 @@ static int plan_commit(struct wplan *p, struct csdfs_op *op,
 	return 0;
 }
 
-/* Remember what a committed plan wrote: the next partial write of the
- * same chunk (a sequential writer in small steps) then needs no decode. */
+/* Remember the partially written chunks of a committed plan: the next
+ * partial write of the same chunk (a sequential writer in small steps)
+ * then needs no decode. Whole chunks are not cached: large writes would
+ * only churn the cache (and cost a copy each). */
 static void plan_cache(struct wplan *p)
 {
 	for (size_t i = 0; i < p->n; i++) {
 		struct wchunk *c = &p->c[i];
 		struct csdfs_cache_key key = { p->ino, c->idx, c->pa, c->csum };
 
-		if (c->llen && !c->inplace)
+		if (c->llen && c->partial && !c->inplace)
 			csdfs_cache_put(p->vol->cache, &key, c->src, c->llen, p->cs);
 	}
 }
@@ -606,7 +610,7 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 			uint64_t keep = rec.size > cstart ? rec.size - cstart : 0;
 			uint32_t llen = keep < cs ? (uint32_t)keep : cs;
 
-			rc = load_chunk(vol, ino, idx, cs, NULL, cb, scratch);
+			rc = load_chunk(vol, ino, idx, cs, NULL, cb, scratch, false);
 			if (rc)
 				break;
 			memcpy(cb + ws, buf + (cstart + ws - off), we - ws);
@@ -615,6 +619,7 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 				llen = we;
 			memset(cb + llen, 0, cs - llen);
 			rc = plan_add(&plan, idx, cb, llen);
+			plan.c[plan.n - 1].partial = true;
 		}
 	}
 	if (!rc)
@@ -773,9 +778,9 @@ ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 		}
 		if (s == cstart && e == cstart + cs) {
 			/* Whole chunk wanted: decode straight into the reply. */
-			rc = load_chunk(vol, ino, first + i, cs, &recs[i], out, scratch);
+			rc = load_chunk(vol, ino, first + i, cs, &recs[i], out, scratch, true);
 		} else {
-			rc = load_chunk(vol, ino, first + i, cs, &recs[i], tmp, scratch);
+			rc = load_chunk(vol, ino, first + i, cs, &recs[i], tmp, scratch, true);
 			if (!rc)
 				memcpy(out, tmp + (s - cstart), e - s);
 		}
@@ -830,7 +835,7 @@ static int zero_range_plan(struct csdfs_vol *vol, uint64_t ino,
 			rc = plan_add(plan, idx, cb, 0);
 			continue;
 		}
-		rc = load_chunk(vol, ino, idx, cs, NULL, cb, scratch);
+		rc = load_chunk(vol, ino, idx, cs, NULL, cb, scratch, false);
 		if (!rc) {
 			memset(cb + (s - cstart), 0, e - s);
 			rc = plan_add(plan, idx, cb, cs);
@@ -1166,7 +1171,7 @@ static int recompress_batch(struct csdfs_vol *vol, uint64_t ino,
 		}
 		if (!rc)
 			rc = load_chunk(vol, ino, idxs[i], cs, &c, tmp + (size_t)i * cs,
-					scratch);
+					scratch, false);
 		if (!rc)
 			rc = plan_add(&plan, idxs[i], tmp + (size_t)i * cs, c.llen);
 	}
