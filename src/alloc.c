@@ -270,3 +270,54 @@ int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count,
 	}
 	return rc;
 }
+
+uint64_t csdfs_alloc_usable(struct csdfs_alloc *a, uint64_t minrun)
+{
+	uint64_t total = (a->head_end - a->head) / BS, b = a->first;
+
+	csdfs_alloc_quarantine_merge(a);
+	while (b < a->total) {
+		uint64_t n;
+
+		b = next_avail(a, b);
+		if (b >= a->total)
+			break;
+		n = run_len(a, b, a->total - b);
+		if (n >= minrun)
+			total += n;
+		b += n;
+	}
+	for (size_t i = 0; i < a->nquar; i++)
+		if (a->quar[i].count >= minrun)
+			total += a->quar[i].count;
+	return total;
+}
+
+static int range_cmp(const void *x, const void *y)
+{
+	const struct csdfs_range *a = x, *b = y;
+
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+void csdfs_alloc_quarantine_merge(struct csdfs_alloc *a)
+{
+	size_t out = 0;
+
+	if (a->nquar < 2)
+		return;
+	qsort(a->quar, a->nquar, sizeof(*a->quar), range_cmp);
+	for (size_t i = 1; i < a->nquar; i++) {
+		struct csdfs_range *last = &a->quar[out];
+
+		if (a->quar[i].start <= last->start + last->count) {
+			uint64_t end = a->quar[i].start + a->quar[i].count;
+
+			if (end > last->start + last->count)
+				last->count = end - last->start;
+		} else {
+			a->quar[++out] = a->quar[i];
+		}
+	}
+	a->nquar = out + 1;
+}

@@ -169,6 +169,19 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 		rc = mdb_err(rc);
 		goto out_close;
 	}
+	/* A data file shorter than the pages LMDB says it holds would fault
+	 * (SIGBUS) on first access: refuse it as corrupt instead. */
+	if (!create) {
+		MDB_envinfo info;
+		MDB_stat mst;
+
+		if (mdb_env_info(meta->env, &info) || mdb_env_stat(meta->env, &mst) ||
+		    stat(datafile, &st) ||
+		    (uint64_t)st.st_size < (uint64_t)(info.me_last_pgno + 1) * mst.ms_psize) {
+			rc = -EUCLEAN;
+			goto out_close;
+		}
+	}
 	rc = open_dbis(meta, create);
 	if (rc)
 		goto out_close;

@@ -485,6 +485,9 @@ int csdfs_vol_commit_locked(struct csdfs_vol *vol)
 	vol->dirty = false;
 	vol->group_ops = 0;
 	vol->group_chunks = 0;
+	/* Freed pieces arrive out of order (a chunk's interior, then its
+	 * boundary blocks): merge them so whole runs are punched and reused. */
+	csdfs_alloc_quarantine_merge(&vol->alloc);
 	nq = csdfs_alloc_take_quarantine(&vol->alloc, &q);
 	for (size_t i = 0; i < nq && !rc; i++)
 		rc = csdfs_freemap_intersect(vol->group, q[i].start, q[i].count,
@@ -842,7 +845,10 @@ int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
 	cap_blocks = vol->sb.logical_bytes / CSDFS_BLOCK_SIZE;
 	used_phys = vol->counters.used_blocks;
 	mapped = vol->counters.logical_used;
-	free_phys = vol->sb.total_blocks - CSDFS_FIRST_DATA_BLOCK - used_phys;
+	/* Only space a whole raw chunk fits in counts as writable. */
+	free_phys = csdfs_alloc_usable(&vol->alloc,
+				       (vol->sb.chunk_size + CSDFS_BLOCK_SIZE - 1) /
+				       CSDFS_BLOCK_SIZE);
 	free_phys = free_phys > vol->alloc.reserve ? free_phys - vol->alloc.reserve : 0;
 	memset(sv, 0, sizeof(*sv));
 	sv->f_files = 1ull << 32;

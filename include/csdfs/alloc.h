@@ -107,4 +107,16 @@ int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count,
 		      int (*before)(void *ctx, uint64_t start, uint64_t count),
 		      void *ctx);
 
+/*
+ * csdfs_alloc_usable - blocks a data write can still use: allocatable
+ * blocks in runs of at least @minrun, the rest of the head's run, and
+ * quarantined runs of at least @minrun (usable after the next commit).
+ * Fragments too small for a chunk are not counted (statfs must not promise
+ * them). Merges the quarantine first.
+ */
+uint64_t csdfs_alloc_usable(struct csdfs_alloc *a, uint64_t minrun);
+
+/* Sort the quarantine and merge adjacent ranges. */
+void csdfs_alloc_quarantine_merge(struct csdfs_alloc *a);
+
 #endif

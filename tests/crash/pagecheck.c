@@ -4,18 +4,20 @@
  *
  *   pagecheck write  --dir D --state S [--files F] [--pages P] [--threads T]
  *                    [--seconds N] [--sync-every K] [--seed N] [--multi M]
- *                    [--compress] [--churn]
+ *                    [--compress] [--churn] [--dsync]
  *   pagecheck verify --dir D --state S [--max-report N]
  *
  * write: T threads overwrite random 16 KiB pages (csdfs's atomic unit) of
  * files D/pc.0 .. D/pc.F-1 with one aligned pwrite each (or, with --multi M,
  * runs of 1..M consecutive pages per pwrite, so that csdfs packs several
  * compressed chunks into one extent; each page must still be whole after a
- * crash, as a chunk is csdfs's unit of mapping); odd-numbered files
- * are opened O_DIRECT, even ones buffered. Every page is self-describing: each
- * of its four 4 KiB pieces starts with a header {magic, file id, page number,
- * generation, piece number}, piece 0 also holds a CRC32 of the whole page,
- * and the rest is random (incompressible, so csdfs stores it raw), or with
+ * crash, as a chunk is csdfs's unit of mapping). Odd-numbered files are
+ * opened O_DIRECT, even ones buffered; with --dsync, files 2 and 3 (mod 4)
+ * are also O_DSYNC, and a write to them counts as acknowledged as soon as
+ * it returns (G2). Every page
+ * is self-describing: each of its four 4 KiB pieces starts with a header
+ * {magic, file id, page number, generation, piece number}, piece 0 also
+ * holds a CRC32 of the whole page, and the rest is random (incompressible, so csdfs stores it raw), or with
  * --compress half random, half a repeated word (about 2:1).
  * Generations come from one counter that starts above anything already on
  * disk or acknowledged, so they increase per page across runs. About every
@@ -64,6 +66,8 @@
 #define MAX_FILES 256
 #define MAX_PAGES 65536
 #define MAX_MULTI 8
+/* odd files are O_DIRECT; with --dsync, files 2, 3 (mod 4) are O_DSYNC */
+#define FILE_DSYNC(f) (O.dsync && (f) % 4 >= 2)
 
 struct piece_hdr {
 	uint64_t magic;
@@ -126,12 +130,12 @@ static uint64_t splitmix(uint64_t *s)
 struct opts {
 	const char *dir, *state;
 	unsigned files, pages, threads, sync_every, max_report, multi;
-	int compress, churn;
+	int compress, churn, dsync;
 	double seconds;
 	uint64_t seed;
 };
 
-static struct opts O = { NULL, NULL, 4, 64, 4, 8, 20, 1, 0, 0, 1.0, 0 };
+static struct opts O = { NULL, NULL, 4, 64, 4, 8, 20, 1, 0, 0, 0, 1.0, 0 };
 
 static int fds[MAX_FILES];
 static pthread_mutex_t *page_lock;      /* [files * pages] */
@@ -549,29 +553,25 @@ static void io_fail(const char *what, unsigned f, int err)
 	_exit(3);
 }
 
-/* fsync/fdatasync file @f, then acknowledge what completed before it. */
-static void sync_and_ack(unsigned f, uint64_t *rs, uint64_t *snap)
+/* Record @gen[0..n) as acknowledged for pages @first.. of file @f (those
+ * above what is already recorded). Call only once they are durable. */
+static void ack_pages(unsigned f, unsigned first, unsigned n, const uint64_t *gen)
 {
 	char *buf, line[96];
 	size_t len = 0;
-	int data_only = (int)(splitmix(rs) & 1);
 
-	for (unsigned p = 0; p < O.pages; p++)
-		snap[p] = __atomic_load_n(&written[(size_t)f * O.pages + p], __ATOMIC_ACQUIRE);
-	if (data_only ? fdatasync(fds[f]) : fsync(fds[f]))
-		io_fail(data_only ? "fdatasync" : "fsync", f, errno);
-	buf = malloc((size_t)O.pages * sizeof(line));
+	buf = malloc((size_t)n * sizeof(line));
 	if (!buf)
 		_exit(4);
 	pthread_mutex_lock(&state_lock);
-	for (unsigned p = 0; p < O.pages; p++) {
-		uint64_t *a = &acked[(size_t)f * O.pages + p];
+	for (unsigned k = 0; k < n; k++) {
+		uint64_t *a = &acked[(size_t)f * O.pages + first + k];
 
-		if (snap[p] <= *a)
+		if (gen[k] <= *a)
 			continue;
-		*a = snap[p];
+		*a = gen[k];
 		len += (size_t)snprintf(buf + len, sizeof(line), "a %u %u %" PRIu64 "\n",
-					f, p, snap[p]);
+					f, first + k, gen[k]);
 	}
 	/* one write(): a kill cuts at most the last line, which load ignores */
 	if (len && write_all(state_fd, buf, len)) {
@@ -581,6 +581,18 @@ static void sync_and_ack(unsigned f, uint64_t *rs, uint64_t *snap)
 	}
 	pthread_mutex_unlock(&state_lock);
 	free(buf);
+}
+
+/* fsync/fdatasync file @f, then acknowledge what completed before it. */
+static void sync_and_ack(unsigned f, uint64_t *rs, uint64_t *snap)
+{
+	int data_only = (int)(splitmix(rs) & 1);
+
+	for (unsigned p = 0; p < O.pages; p++)
+		snap[p] = __atomic_load_n(&written[(size_t)f * O.pages + p], __ATOMIC_ACQUIRE);
+	if (data_only ? fdatasync(fds[f]) : fsync(fds[f]))
+		io_fail(data_only ? "fdatasync" : "fsync", f, errno);
+	ack_pages(f, 0, O.pages, snap);
 }
 
 static void *writer(void *arg)
@@ -616,6 +628,9 @@ static void *writer(void *arg)
 			__atomic_store_n(&written[i + k], gen[k], __ATOMIC_RELEASE);
 			pthread_mutex_unlock(&page_lock[i + k]);
 		}
+		/* an O_DSYNC write is durable when it returns (G2) */
+		if (FILE_DSYNC(f))
+			ack_pages(f, p, n, gen);
 		if (O.sync_every && splitmix(&rs) % O.sync_every == 0)
 			sync_and_ack((unsigned)(splitmix(&rs) % O.files), &rs, snap);
 	}
@@ -655,7 +670,8 @@ static int do_write(void)
 	}
 	for (unsigned f = 0; f < O.files; f++) {
 		char path[4200];
-		int flags = O_RDWR | O_CREAT | O_CLOEXEC | (f % 2 ? O_DIRECT : 0);
+		int flags = O_RDWR | O_CREAT | O_CLOEXEC | (f % 2 ? O_DIRECT : 0) |
+			    (FILE_DSYNC(f) ? O_DSYNC : 0);
 
 		file_path(path, sizeof(path), f);
 		fds[f] = open(path, flags, 0644);
@@ -679,9 +695,10 @@ static int do_write(void)
 	if (state_rewrite())
 		return 4;
 	printf("pagecheck: write %u files x %u pages, %u threads, %.2f s, up to %u pages"
-	       " per write, %s data, seed %" PRIu64 ", first generation %" PRIu64 "\n",
+	       " per write, %s data,%s%s seed %" PRIu64 ", first generation %" PRIu64 "\n",
 	       O.files, O.pages, O.threads, O.seconds, O.multi,
-	       O.compress ? "2:1" : "incompressible", O.seed, next_gen);
+	       O.compress ? "2:1" : "incompressible", O.churn ? " churn," : "",
+	       O.dsync ? " O_DSYNC files," : "", O.seed, next_gen);
 	fflush(stdout);
 	deadline = now() + O.seconds;
 	for (unsigned t = 0; t < O.threads; t++)
@@ -773,7 +790,7 @@ static void usage(FILE *out)
 	fprintf(out,
 "usage: pagecheck write  --dir DIR --state FILE [--files F] [--pages P]\n"
 "                        [--threads T] [--seconds S] [--sync-every K] [--seed N]\n"
-"                        [--multi M] [--compress] [--churn]\n"
+"                        [--multi M] [--compress] [--churn] [--dsync]\n"
 "       pagecheck verify --dir DIR --state FILE [--max-report N]\n"
 "\n"
 "write: overwrite random 16 KiB pages of DIR/pc.0..F-1 (defaults 4 files x 64\n"
@@ -782,7 +799,8 @@ static void usage(FILE *out)
 "--multi M: each pwrite covers 1..M consecutive pages (default 1); --compress:\n"
 "pages compress about 2:1 (default: incompressible, stored raw); --churn: one\n"
 "more thread creates, truncates, punches, renames, links and unlinks files in\n"
-"DIR/churn (verify then reads them all back).\n"
+"DIR/churn (verify then reads them all back); --dsync: files 2, 3 (mod 4)\n"
+"are opened O_DSYNC and every write to them is acknowledged when it returns.\n"
 "verify: every page must be all zero or whole and valid, and at least as new\n"
 "as acknowledged; exit 0 when so, 1 when not, 2 on usage errors.\n");
 }
@@ -815,6 +833,7 @@ int main(int argc, char **argv)
 		{ "multi", required_argument, NULL, 'M' },
 		{ "compress", no_argument, NULL, 'c' },
 		{ "churn", no_argument, NULL, 'C' },
+		{ "dsync", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -843,6 +862,7 @@ int main(int argc, char **argv)
 		case 'M': bad |= parse_uint(optarg, 1, MAX_MULTI, &O.multi); break;
 		case 'c': O.compress = 1; break;
 		case 'C': O.churn = 1; break;
+		case 'D': O.dsync = 1; break;
 		case 's':
 			O.seconds = strtod(optarg, &end);
 			bad |= *end || end == optarg || !(O.seconds >= 0);

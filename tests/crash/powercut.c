@@ -255,7 +255,10 @@ static int cut_file(const struct opts *o, const char *path)
 			j++;
 		nv = j - i;
 		npages++;
-		if (rng_unit() >= o->keep && poff < final) {
+		/* a page the size change brings back (an undone truncation)
+		 * gets old content, never the zeros the truncation left */
+		if ((rng_unit() >= o->keep || (final > cur && poff + PC_PAGE > cur)) &&
+		    poff < final) {
 			const struct pre *v = &pre[i + rng_next() % nv];
 			uint64_t room = final - poff < PC_PAGE ? final - poff : PC_PAGE;
 			uint64_t dlen = v->len < room ? v->len : room;

@@ -59,26 +59,36 @@ require_tools awk timeout
 setup
 
 # tool VAR NAME SRC [LIBS...]: a private copy (a rebuild during the run must
-# not pull it away) of the built tool named by $VAR, else compile SRC
+# not pull it away) of the built tool named by $VAR, else compile SRC. Runs
+# in $(...): messages go to stderr, the exit status says 1 or 77.
 tool() {
 	local var=$1 name=$2 src=$CRASH_DIR/$3 out
 	shift 3
 	mkdir -p "$WORK/bin"
 	out=${!var:-}
 	if [ -n "$out" ] && [ -e "$out" ] && ! [ "$src" -nt "$out" ]; then
-		cp "$out" "$WORK/bin/$name" || die "cannot copy $out"
+		cp "$out" "$WORK/bin/$name" || { log "cannot copy '$out'" >&2; exit 1; }
 		printf '%s\n' "$WORK/bin/$name"
 		return 0
 	fi
-	command -v gcc >/dev/null 2>&1 || skip_test "$name is not built (set $var) and there is no gcc"
+	if ! command -v gcc >/dev/null 2>&1; then
+		log "SKIP: $name is not built (set $var) and there is no gcc" >&2
+		exit 77
+	fi
 	out=$WORK/bin/$name
 	if [ "$name" = powercut_preload.so ]; then
 		gcc -O2 -Wall -shared -fPIC -U_FORTIFY_SOURCE -o "$out" "$src" "$@" >&2
 	else
 		gcc -O2 -Wall -D_FILE_OFFSET_BITS=64 -o "$out" "$src" "$@" >&2
-	fi || die "cannot compile $src"
+	fi || { log "cannot compile '$src'" >&2; exit 1; }
 	printf '%s\n' "$out"
 }
+# the binaries under test too: other work may rebuild build/ during a long run
+for b in CSDFS_BIN CSDFS_MKFS CSDFS_FSCK; do
+	mkdir -p "$WORK/bin"
+	cp "${!b}" "$WORK/bin/" || die "cannot copy ${!b}"
+	printf -v "$b" '%s' "$WORK/bin/$(basename "${!b}")"
+done
 PAGECHECK=$(tool PAGECHECK pagecheck pagecheck.c -lpthread) || exit $?
 POWERCUT=$(tool POWERCUT powercut powercut.c) || exit $?
 POWERCUT_PRELOAD=$(tool POWERCUT_PRELOAD powercut_preload.so powercut_preload.c -ldl -lpthread) || exit $?
@@ -100,6 +110,9 @@ start_daemon() {
 	if [ "$pre" = 1 ]; then
 		rm -rf "$PLOG"
 		mkdir -p "$PLOG"
+		# A sanitizer build wants its runtime first; the preload only
+		# wraps write/sync calls, so let it come first anyway.
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
 		LD_PRELOAD=$POWERCUT_PRELOAD POWERCUT_LOG=$PLOG POWERCUT_KEEP_ALL=${KEEP_ALL:-0} \
 			POWERCUT_KILL_AT=${KILL_AT:-0} POWERCUT_KILL_FILE=${KILL_FILE:-} \
 			"$CSDFS_BIN" -f "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
@@ -191,6 +204,8 @@ plan_point() {
 	# csdfs packs into shared extents
 	shape=()
 	((RANDOM % 2)) && shape=(--multi 4 --compress)
+	# a quarter of the points: half the files O_DSYNC, each write acked
+	((RANDOM % 4)) || shape+=(--dsync)
 	KILL_AT=
 	KILL_FILE=
 	if ((RANDOM % 2)); then
