@@ -7,6 +7,7 @@
  * committed and closed, and the exit status says whether that worked.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,9 @@ int main(int argc, char *argv[])
 	char err[512], fsname[4200];
 	int rc, ret = 1;
 
+	/* Few malloc arenas: FUSE workers come and go, and every arena keeps
+	 * its own free memory (bounded daemon memory, issue "Performance"). */
+	mallopt(M_ARENA_MAX, 2);
 	if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == -1)
 		goto out_args;
 	if (o.help) {

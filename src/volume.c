@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -520,6 +521,7 @@ int csdfs_vol_sync(struct csdfs_vol *vol)
 static void *commit_main(void *arg)
 {
 	struct csdfs_vol *vol = arg;
+	unsigned rounds = 0;
 
 	pthread_mutex_lock(&vol->lock);
 	while (!vol->stopping) {
@@ -536,6 +538,14 @@ static void *commit_main(void *arg)
 			pthread_cond_timedwait(&vol->commit_cv, &vol->lock, &ts);
 		if (!vol->stopping && vol->dirty)
 			csdfs_vol_commit_locked(vol);
+		/* Buffers freed by one worker thread stay in its malloc arena:
+		 * hand free pages back now and then so the daemon's memory is
+		 * its cache plus a bounded overhead. */
+		if (++rounds % 2 == 0) {
+			pthread_mutex_unlock(&vol->lock);
+			malloc_trim(0);
+			pthread_mutex_lock(&vol->lock);
+		}
 	}
 	pthread_mutex_unlock(&vol->lock);
 	return NULL;
