@@ -551,7 +551,7 @@ static int load_reg(struct csdfs_vol *vol, uint64_t ino,
 }
 
 ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
-		       size_t size, uint64_t off, bool sync)
+		       size_t size, uint64_t off, unsigned flags)
 {
 	uint64_t mask[CSDFS_STRIPES / 64], first, last, end = off + size;
 	struct csdfs_inode_disk rec;
@@ -635,7 +635,8 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 
 				if (end > rec.size)
 					rec.size = end;
-				rec.mtime_ns = rec.ctime_ns = now;
+				if (!(flags & CSDFS_WRITE_KEEP_TIMES))
+					rec.mtime_ns = rec.ctime_ns = now;
 				op.delta.app_bytes_written += size;
 				rc = csdfs_irec_store(op.txn, ino, &rec);
 			}
@@ -655,7 +656,7 @@ out_unlock_io:
 	pthread_rwlock_unlock(&in->io_lock);
 	free(tmp);
 	free(scratch);
-	if (!rc && sync)
+	if (!rc && (flags & CSDFS_WRITE_SYNC))
 		rc = csdfs_vol_commit_for(vol, ino);
 	csdfs_inode_put(vol, in);
 	return rc ? rc : (ssize_t)size;

@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 
 #include "csdfs/log.h"
+#include "fuse_io.h"
 #include "fuse_ops.h"
 
 #define MAX_WRITE (1u << 20)
@@ -32,6 +33,21 @@ static void cred_of(fuse_req_t req, struct csdfs_cred *cred)
 
 	cred->uid = c->uid;
 	cred->gid = c->gid;
+}
+
+/* Before a write, truncate or open(O_TRUNC) the kernel marked KILL_SUIDGID
+ * (FUSE_HANDLE_KILLPRIV_V2): drop the privileges, and make the kernel
+ * forget the mode it caches, as its reply carries no attributes. */
+static int kill_privs(fuse_req_t req, fuse_ino_t ino)
+{
+	int rc;
+
+	if (!csdfs_fuse_io_req_kills_privs())
+		return 0;
+	rc = csdfs_fs_kill_privs(vol_of(req), ino);
+	if (rc == 1 && ctx(req)->se)
+		fuse_lowlevel_notify_inval_inode(ctx(req)->se, ino, -1, 0);
+	return rc < 0 ? rc : 0;
 }
 
 /* Reply with a new entry and count the kernel's reference. */
@@ -124,7 +140,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (to_set & map[i].fuse)
 			mask |= map[i].ours;
-	rc = csdfs_fs_setattr(vol_of(req), ino, attr, mask, &st);
+	/* A truncate by an unprivileged caller, or a chown (KILLPRIV_V2). */
+	rc = kill_privs(req, ino);
+	if (!rc)
+		rc = csdfs_fs_setattr(vol_of(req), ino, attr, mask, &st);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -210,10 +229,40 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 /* File handles carry only the open flags that change write semantics. */
-static void set_open_flags(struct fuse_file_info *fi)
+/* Under this much writable space (f_bavail), new writable opens bypass the
+ * writeback cache: a write(2) then learns of ENOSPC itself, instead of a
+ * later fsync or close. An eighth of the capacity, within 256 MiB..1 GiB:
+ * above the dirty data the kernel lets a FUSE mount hold. */
+static bool space_low(fuse_req_t req)
 {
+	struct statvfs sv;
+	uint64_t cap, avail, low;
+
+	if (csdfs_fs_statfs(vol_of(req), &sv))
+		return true;
+	cap = (uint64_t)sv.f_blocks * sv.f_frsize;
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	low = cap / 8;
+	low = low < (256ull << 20) ? 256ull << 20 : low > (1ull << 30) ? 1ull << 30 : low;
+	return avail < low;
+}
+
+static void set_open_flags(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;
+
 	fi->fh = (uint64_t)(fi->flags & (O_SYNC | O_DSYNC));
 	fi->keep_cache = 1;
+	if (writable)
+		csdfs_fs_note_writer(vol_of(req), ino);
+	/* With the writeback cache, a buffered write reaches us whenever the
+	 * kernel flushes its pages, in its own pieces: O_SYNC/O_DSYNC opens
+	 * bypass it, so that each of their write(2)s is one request, atomic
+	 * (G3) and durable (G2) when it returns, as without the cache. Only
+	 * when the kernel keeps other opens' cached pages coherent with it. */
+	if (ctx(req)->writeback_cache && writable && csdfs_fuse_io_direct_coherent() &&
+	    ((fi->flags & O_DSYNC) || space_low(req)))
+		fi->direct_io = 1;
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -235,8 +284,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	e.ino = st.st_ino;
 	e.attr = st;
 	e.attr_timeout = e.entry_timeout = ctx(req)->attr_timeout;
-	set_open_flags(fi);
 	csdfs_fs_ref(vol_of(req), st.st_ino);
+	set_open_flags(req, st.st_ino, fi);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT)
 		csdfs_fs_forget(vol_of(req), st.st_ino, 1);
 }
@@ -253,14 +302,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		struct stat in;
 
 		memset(&in, 0, sizeof(in));
-		rc = csdfs_fs_setattr(vol_of(req), ino, &in,
+		rc = kill_privs(req, ino);
+		if (!rc)
+			rc = csdfs_fs_setattr(vol_of(req), ino, &in,
 				      CSDFS_SET_SIZE | CSDFS_SET_MTIME_NOW, &st);
 	}
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	set_open_flags(fi);
+	set_open_flags(req, ino, fi);
 	fuse_reply_open(req, fi);
 }
 
@@ -285,8 +336,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
-	ssize_t n = csdfs_fs_write(vol_of(req), ino, buf, size, (uint64_t)off,
-				   fi->fh & (O_SYNC | O_DSYNC));
+	ssize_t n = 0;
+
+	/* Written by a caller without CAP_FSETID (KILLPRIV_V2). */
+	n = kill_privs(req, ino);
+	if (!n)
+		n = csdfs_fs_write(vol_of(req), ino, buf, size, (uint64_t)off,
+				   ((fi->fh & (O_SYNC | O_DSYNC)) ? CSDFS_WRITE_SYNC : 0) |
+				   (fi->writepage ? CSDFS_WRITE_KEEP_TIMES : 0));
 
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -294,8 +351,18 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_write(req, (size_t)n);
 }
 
+/* With the writeback cache the kernel keeps size and times itself but
+ * caches st_blocks from us: once its dirty pages reached us (flush on
+ * close, fsync), have it ask again, so `du` is exact after close/fsync. */
+static void refresh_blocks(fuse_req_t req, fuse_ino_t ino)
+{
+	if (ctx(req)->writeback_cache && ctx(req)->se)
+		fuse_lowlevel_notify_inval_inode(ctx(req)->se, ino, -1, 0);
+}
+
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	refresh_blocks(req, ino);
 	fuse_reply_err(req, 0);
 }
 
@@ -307,7 +374,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, -csdfs_fs_fsync(vol_of(req), ino));
+	int rc = csdfs_fs_fsync(vol_of(req), ino);
+
+	refresh_blocks(req, ino);
+	fuse_reply_err(req, -rc);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -387,7 +457,10 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, -csdfs_fs_fsync(vol_of(req), ino));
+	int rc = csdfs_fs_fsync(vol_of(req), ino);
+
+	refresh_blocks(req, ino);
+	fuse_reply_err(req, -rc);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -473,6 +546,13 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, ENXIO);
 		return;
 	}
+	/* The kernel does not flush its writeback cache before asking: dirty
+	 * pages we have not seen would read as a hole (and `cp` would copy
+	 * zeros). Have it write them back first: invalidating its pages
+	 * launders the dirty ones to us (served by other worker threads). */
+	if (ctx(req)->writeback_cache && ctx(req)->se &&
+	    csdfs_fs_had_writer(vol_of(req), ino))
+		fuse_lowlevel_notify_inval_inode(ctx(req)->se, ino, 0, 0);
 	rc = csdfs_fs_lseek(vol_of(req), ino, (uint64_t)off, whence, &res);
 	if (rc)
 		fuse_reply_err(req, -rc);

@@ -10,6 +10,7 @@
 
 struct csdfs_fuse {
 	struct csdfs_vol *vol;
+	struct fuse_session *se;
 	int writeback_cache;
 	double attr_timeout;
 };

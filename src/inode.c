@@ -227,6 +227,29 @@ void csdfs_fs_forget(struct csdfs_vol *vol, uint64_t ino, uint64_t n)
 		drop(vol, in, n, 1);
 }
 
+void csdfs_fs_note_writer(struct csdfs_vol *vol, uint64_t ino)
+{
+	struct csdfs_inode *in;
+
+	pthread_mutex_lock(&vol->itable.lock);
+	in = find_locked(&vol->itable, ino);
+	if (in)
+		in->had_writer = true;
+	pthread_mutex_unlock(&vol->itable.lock);
+}
+
+bool csdfs_fs_had_writer(struct csdfs_vol *vol, uint64_t ino)
+{
+	struct csdfs_inode *in;
+	bool r;
+
+	pthread_mutex_lock(&vol->itable.lock);
+	in = find_locked(&vol->itable, ino);
+	r = !in || in->had_writer;   /* unknown: assume the worst */
+	pthread_mutex_unlock(&vol->itable.lock);
+	return r;
+}
+
 void csdfs_inode_touch(struct csdfs_vol *vol, uint64_t ino, uint64_t gen)
 {
 	struct csdfs_inode *in;

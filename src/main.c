@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "csdfs/log.h"
+#include "fuse_io.h"
 #include "fuse_ops.h"
 
 struct options {
@@ -24,6 +25,7 @@ struct options {
 	unsigned max_threads;
 	char *cache_size;
 	int writeback_cache;
+	int no_writeback_cache;
 	int foreground;
 	int debug;
 	int help;
@@ -39,7 +41,8 @@ static const struct fuse_opt option_spec[] = {
 	OPT("commit_ms=%u", commit_ms),        /* group-commit interval */
 	OPT("max_threads=%u", max_threads),    /* FUSE worker threads */
 	OPT("cache_size=%s", cache_size),      /* decompressed-chunk cache */
-	OPT("writeback_cache", writeback_cache),
+	OPT("writeback_cache", writeback_cache),  /* the default */
+	OPT("nowriteback_cache", no_writeback_cache),
 	OPT("allow_other", allow_other),
 	OPT("noallow_other", no_allow_other),
 	OPT("nopunch", nopunch),               /* keep freed space in the host file */
@@ -71,8 +74,10 @@ static void usage(FILE *out)
 "                      un-fsynced crash loses at most about this much\n"
 "  -o max_threads=N    FUSE worker threads (default 16)\n"
 "  -o cache_size=SIZE  decoded-chunk cache (default 64M; 0 disables)\n"
-"  -o writeback_cache  let the kernel batch buffered writes (faster; voids\n"
-"                      the atomic-write guarantee for buffered writes)\n"
+"  -o nowriteback_cache  send every buffered write(2) to csdfs as it is\n"
+"                      made (slower): atomic writes (G3) then hold for\n"
+"                      buffered writes too, not only for O_DIRECT and\n"
+"                      O_SYNC/O_DSYNC ones; see csdfs(8)\n"
 "  -o nopunch          do not punch freed ranges out of the container\n"
 "                      (by default freed space goes back to the host)\n"
 "  -o allow_other      let other users in (default when run as root);\n"
@@ -180,7 +185,7 @@ int main(int argc, char *argv[])
 		csdfs_vol_close(f.vol);
 		f.vol = NULL;
 	}
-	f.writeback_cache = o.writeback_cache;
+	f.writeback_cache = !o.no_writeback_cache;
 
 	snprintf(fsname, sizeof(fsname), "-ofsname=csdfs:%s,subtype=csdfs,default_permissions",
 		 o.volume);
@@ -201,6 +206,11 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "csdfs: cannot mount on '%s'\n", o.mountpoint);
 		goto out_signals;
 	}
+	f.se = se;
+	rc = csdfs_fuse_io_install(se);
+	if (rc)
+		fprintf(stderr, "csdfs: cannot take over /dev/fuse I/O (%s); writes will cost an extra round trip\n",
+			strerror(-rc));
 	if (fuse_daemonize(o.foreground)) {
 		fprintf(stderr, "csdfs: cannot daemonise\n");
 		goto out_unmount;

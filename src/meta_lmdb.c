@@ -75,6 +75,7 @@ struct csdfs_meta {
 struct csdfs_txn {
 	struct csdfs_meta *meta;
 	MDB_txn *txn;
+	bool top;                  /* not nested */
 };
 
 struct csdfs_cursor {
@@ -160,10 +161,14 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 	/*
 	 * NOLOCK: one process owns the volume (flock on the container) and
 	 * the daemon serialises all transaction use itself; this also lets
-	 * any thread commit the group transaction. Commits keep LMDB's full
-	 * sync so a committed group survives a power cut.
+	 * any thread commit the group transaction.
+	 * NOMETASYNC: a commit syncs its data pages before it writes the meta
+	 * page, but leaves the meta page to csdfs_meta_sync(), which the
+	 * volume calls after releasing its lock (csdfs_meta_commit_group).
+	 * Until then a crash undoes the commit, whole: LMDB stays consistent.
 	 */
-	rc = mdb_env_open(meta->env, dir, MDB_NOLOCK | MDB_NOTLS | MDB_NORDAHEAD,
+	rc = mdb_env_open(meta->env, dir,
+			  MDB_NOLOCK | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC,
 			  0600);
 	if (rc) {
 		rc = mdb_err(rc);
@@ -222,6 +227,7 @@ int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
 	if (!t)
 		return -ENOMEM;
 	t->meta = meta;
+	t->top = !parent;
 	rc = mdb_txn_begin(meta->env, parent ? parent->txn : NULL, 0, &t->txn);
 	if (rc) {
 		free(t);
@@ -231,12 +237,26 @@ int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
 	return 0;
 }
 
-int csdfs_meta_commit(struct csdfs_txn *txn)
+int csdfs_meta_commit_group(struct csdfs_txn *txn)
 {
 	int rc = mdb_txn_commit(txn->txn);
 
 	free(txn);
 	return mdb_err(rc);
+}
+
+int csdfs_meta_sync(struct csdfs_meta *meta)
+{
+	return mdb_err(mdb_env_sync(meta->env, 1));
+}
+
+int csdfs_meta_commit(struct csdfs_txn *txn)
+{
+	struct csdfs_meta *meta = txn->meta;
+	bool top = txn->top;
+	int rc = csdfs_meta_commit_group(txn);
+
+	return !rc && top ? csdfs_meta_sync(meta) : rc;
 }
 
 void csdfs_meta_abort(struct csdfs_txn *txn)

@@ -42,6 +42,8 @@ struct csdfs_inode {
 	uint64_t nlookup;          /* itable lock: kernel references */
 	int refs;                  /* itable lock: operations in progress */
 	uint64_t dirty_gen;        /* itable lock: last group that changed it */
+	bool had_writer;           /* itable lock: opened for writing while
+				    * the kernel referenced it */
 	pthread_rwlock_t io_lock;  /* shared: read/write; exclusive: resize */
 	struct csdfs_inode *next;  /* itable lock */
 };
@@ -57,6 +59,7 @@ struct csdfs_vol {
 	struct csdfs_super sb;
 	struct csdfs_meta *meta;
 
+	pthread_mutex_t commit_lock; /* one group commit at a time; before lock */
 	pthread_mutex_t lock;      /* see lock order in csdfs.h */
 	struct csdfs_txn *group;   /* lock: open group transaction */
 	uint64_t gen;              /* lock: generation of the open group */
@@ -65,6 +68,9 @@ struct csdfs_vol {
 	uint64_t group_ops;        /* lock: operations in the open group */
 	uint64_t group_chunks;     /* lock: chunk changes in the open group */
 	int failed;                /* lock: -errno after a failed commit */
+	uint64_t op_seq;           /* lock: writable operations committed */
+	uint64_t synced_seq;       /* lock: op_seq when the last container
+				    * sync that completed had begun */
 	struct csdfs_alloc alloc;  /* lock */
 	struct csdfs_counters_disk counters; /* lock */
 	uint64_t next_ino;         /* lock */
@@ -118,6 +124,8 @@ int csdfs_op_note_freed(struct csdfs_op *op, uint64_t start, uint64_t count);
 void csdfs_op_touch(struct csdfs_op *op, uint64_t ino);
 /* Commit the open group now (vol->lock held). */
 int csdfs_vol_commit_locked(struct csdfs_vol *vol);
+/* Group commit without holding vol->lock through the syncs (takes it). */
+int csdfs_vol_commit(struct csdfs_vol *vol);
 /* Wait until everything @ino changed is durable. */
 int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino);
 int64_t csdfs_now_ns(void);

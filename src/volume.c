@@ -7,9 +7,12 @@
  * LMDB write transaction. A commit first fdatasyncs the container (so every
  * chunk the transaction maps is on stable storage), then commits LMDB with
  * a full sync, so a durable mapping never points at unwritten bytes. Blocks
- * freed by the group become allocatable only after that commit returned.
+ * freed by the group become allocatable only after that commit is durable.
  * fsync waits for the group holding the inode's last change; callers that
  * queue behind a running commit find their change already durable.
+ * The volume lock is not held through the container's sync nor through
+ * the sync of LMDB's meta page (see group_commit): only LMDB's own commit,
+ * and a short container sync for what was mapped meanwhile, run under it.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -292,6 +295,8 @@ int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *o,
 
 /* ---- operations ---------------------------------------------------------- */
 
+static int group_commit(struct csdfs_vol *vol, uint64_t min_chunks);
+
 int csdfs_op_begin(struct csdfs_vol *vol, struct csdfs_op *op)
 {
 	int rc;
@@ -362,6 +367,7 @@ void csdfs_op_touch(struct csdfs_op *op, uint64_t ino)
 int csdfs_op_end(struct csdfs_op *op, int rc)
 {
 	struct csdfs_vol *vol = op->vol;
+	bool backpressure = false;
 
 	if (op->writable) {
 		if (!rc)
@@ -378,13 +384,13 @@ int csdfs_op_end(struct csdfs_op *op, int rc)
 							    op->freed[i].start,
 							    op->freed[i].count);
 			vol->dirty = true;
+			vol->op_seq++;
 			vol->group_chunks += op->chunk_changes;
 			if (++vol->group_ops >= GROUP_OPS_MAX ||
 			    vol->group_chunks >= GROUP_CHUNKS_MAX)
 				pthread_cond_signal(&vol->commit_cv);
 			/* Backpressure when writers outrun the commit thread. */
-			if (vol->group_chunks >= 2 * GROUP_CHUNKS_MAX && !rc)
-				csdfs_vol_commit_locked(vol);
+			backpressure = vol->group_chunks >= 2 * GROUP_CHUNKS_MAX && !rc;
 		}
 		if (op->inflight_slot >= 0)
 			csdfs_alloc_inflight_del(&vol->alloc, op->inflight_slot);
@@ -395,6 +401,11 @@ int csdfs_op_end(struct csdfs_op *op, int rc)
 	free(op->mix);
 	op->mix = NULL;
 	op->txn = NULL;
+	if (backpressure) {
+		pthread_mutex_lock(&vol->commit_lock);
+		group_commit(vol, 2 * GROUP_CHUNKS_MAX);
+		pthread_mutex_unlock(&vol->commit_lock);
+	}
 	return rc;
 }
 
@@ -446,42 +457,65 @@ static uint64_t thread_wchar(void)
 	return v;
 }
 
-int csdfs_vol_commit_locked(struct csdfs_vol *vol)
+/* The in-memory state no longer matches any durable state: refuse
+ * everything from now on rather than guess. */
+static int fail_locked(struct csdfs_vol *vol, int rc)
 {
-	struct csdfs_range *q;
-	size_t nq;
+	if (vol->failed)
+		return vol->failed;
+	if (vol->group) {
+		csdfs_meta_abort(vol->group);
+		vol->group = NULL;
+	}
+	vol->failed = rc == -ENOSPC ? -ENOSPC : -EIO;
+	csdfs_log(LOG_CRIT, "group commit failed (%s): volume '%s' is now failed; "
+		  "remount to recover the last durable state",
+		  strerror(-rc), vol->path);
+	return vol->failed;
+}
+
+/* What a closed group still owes: its generation, durable once the LMDB
+ * meta page is synced, and the blocks it freed, reusable only then. */
+struct closed_group {
+	uint64_t gen;              /* 0: nothing was closed */
+	struct csdfs_range *freed;
+	size_t nfreed;
+};
+
+/* Close the open group (vol->lock held): the container gets a sync if an
+ * operation mapped chunks since the last sync began, LMDB commits with its
+ * data pages synced and its meta page written, and the next group opens. */
+static int close_group_locked(struct csdfs_vol *vol, struct closed_group *cg)
+{
 	int rc;
 
+	memset(cg, 0, sizeof(*cg));
 	if (vol->failed)
 		return vol->failed;
 	if (!vol->dirty)
 		return 0;
 	rc = csdfs_meta_put(vol->group, CSDFS_DB_META, "counters", 8,
 			    &vol->counters, sizeof(vol->counters), 0);
-	if (!rc)
+	if (!rc && vol->synced_seq != vol->op_seq) {
+		uint64_t seq = vol->op_seq;
+
 		rc = csdfs_io_sync(&vol->io);
-	if (rc) {
-		csdfs_meta_abort(vol->group);
-	} else {
+		if (!rc)
+			vol->synced_seq = seq;
+	}
+	if (!rc) {
 		uint64_t before = thread_wchar();
 
 		/* Counted into the next commit's counters. */
-		rc = csdfs_meta_commit(vol->group);
+		rc = csdfs_meta_commit_group(vol->group);
+		vol->group = NULL;
 		vol->counters.meta_bytes_written += thread_wchar() - before;
 	}
-	vol->group = NULL;
 	if (!rc)
 		rc = csdfs_meta_begin(vol->meta, NULL, &vol->group);
-	if (rc) {
-		/* The in-memory state no longer matches any durable state:
-		 * refuse everything from now on rather than guess. */
-		vol->failed = rc == -ENOSPC ? -ENOSPC : -EIO;
-		csdfs_log(LOG_CRIT, "group commit failed (%s): volume '%s' is now failed; "
-			  "remount to recover the last durable state",
-			  strerror(-rc), vol->path);
-		return vol->failed;
-	}
-	vol->durable_gen = vol->gen;
+	if (rc)
+		return fail_locked(vol, rc);
+	cg->gen = vol->gen;
 	__atomic_add_fetch(&vol->gen, 1, __ATOMIC_RELAXED);  /* read unlocked */
 	vol->dirty = false;
 	vol->group_ops = 0;
@@ -489,27 +523,116 @@ int csdfs_vol_commit_locked(struct csdfs_vol *vol)
 	/* Freed pieces arrive out of order (a chunk's interior, then its
 	 * boundary blocks): merge them so whole runs are punched and reused. */
 	csdfs_alloc_quarantine_merge(&vol->alloc);
-	nq = csdfs_alloc_take_quarantine(&vol->alloc, &q);
-	for (size_t i = 0; i < nq && !rc; i++)
-		rc = csdfs_freemap_intersect(vol->group, q[i].start, q[i].count,
-					     reuse_cb, vol);
-	free(q);
+	cg->nfreed = csdfs_alloc_take_quarantine(&vol->alloc, &cg->freed);
+	return 0;
+}
+
+/* The closed group's meta page is synced (vol->lock held): it is durable,
+ * and the blocks it freed can be reused and punched. */
+static void group_durable_locked(struct csdfs_vol *vol, struct closed_group *cg)
+{
+	int rc = 0;
+
+	if (cg->gen > vol->durable_gen)
+		vol->durable_gen = cg->gen;
+	for (size_t i = 0; i < cg->nfreed && !rc; i++)
+		rc = csdfs_freemap_intersect(vol->group, cg->freed[i].start,
+					     cg->freed[i].count, reuse_cb, vol);
+	free(cg->freed);
+	cg->freed = NULL;
 	if (rc)
 		csdfs_log(LOG_WARNING, "cannot recycle freed blocks: %s", strerror(-rc));
+}
+
+int csdfs_vol_commit_locked(struct csdfs_vol *vol)
+{
+	struct closed_group cg;
+	int rc = close_group_locked(vol, &cg);
+
+	if (rc || !cg.gen)
+		return rc;
+	rc = csdfs_meta_sync(vol->meta);
+	if (rc) {
+		free(cg.freed);
+		return fail_locked(vol, rc);
+	}
+	group_durable_locked(vol, &cg);
 	return 0;
+}
+
+/*
+ * A group commit that leaves vol->lock free through the slow parts, so
+ * reads and writes go on while the disk syncs: the container is synced
+ * first without the lock (up to twice, to catch what was mapped during the
+ * first sync), and again under it only for operations mapped since; the
+ * LMDB meta page is synced after the lock is released. Commits are
+ * serialised by commit_lock. @min_chunks > 0: commit only if the open
+ * group still holds that many chunk changes (backpressure).
+ */
+static int group_commit(struct csdfs_vol *vol, uint64_t min_chunks)
+{
+	struct closed_group cg = { 0 };
+	int rc = 0;
+
+	pthread_mutex_lock(&vol->lock);
+	if (vol->failed || !vol->dirty || vol->group_chunks < min_chunks) {
+		rc = vol->failed;
+		pthread_mutex_unlock(&vol->lock);
+		return rc;
+	}
+	for (int round = 0; round < 2 && vol->synced_seq != vol->op_seq; round++) {
+		uint64_t seq = vol->op_seq;
+
+		pthread_mutex_unlock(&vol->lock);
+		rc = csdfs_io_sync(&vol->io);
+		pthread_mutex_lock(&vol->lock);
+		if (rc)
+			break;
+		if (seq > vol->synced_seq)
+			vol->synced_seq = seq;
+	}
+	rc = rc ? fail_locked(vol, rc) : close_group_locked(vol, &cg);
+	pthread_mutex_unlock(&vol->lock);
+	if (rc || !cg.gen)
+		return rc;
+
+	rc = csdfs_meta_sync(vol->meta);
+	pthread_mutex_lock(&vol->lock);
+	if (rc) {
+		free(cg.freed);
+		rc = fail_locked(vol, rc);
+	} else {
+		group_durable_locked(vol, &cg);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return rc;
+}
+
+int csdfs_vol_commit(struct csdfs_vol *vol)
+{
+	int rc;
+
+	pthread_mutex_lock(&vol->commit_lock);
+	rc = group_commit(vol, 0);
+	pthread_mutex_unlock(&vol->commit_lock);
+	return rc;
 }
 
 int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino)
 {
 	uint64_t gen = ino ? csdfs_inode_dirty_gen(vol, ino) : UINT64_MAX;
-	int rc = 0;
+	bool need;
+	int rc;
 
+	/* Behind a running commit: it may already cover @ino's change. */
+	pthread_mutex_lock(&vol->commit_lock);
 	pthread_mutex_lock(&vol->lock);
-	if (gen > vol->durable_gen)
-		rc = csdfs_vol_commit_locked(vol);
-	else if (vol->failed)
-		rc = vol->failed;
+	need = gen > vol->durable_gen;
+	rc = vol->failed;
 	pthread_mutex_unlock(&vol->lock);
+	if (need && !rc)
+		rc = group_commit(vol, 0);
+	pthread_mutex_unlock(&vol->commit_lock);
 	return rc;
 }
 
@@ -526,6 +649,7 @@ static void *commit_main(void *arg)
 	pthread_mutex_lock(&vol->lock);
 	while (!vol->stopping) {
 		struct timespec ts;
+		bool due;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += vol->commit_ms / 1000;
@@ -536,16 +660,16 @@ static void *commit_main(void *arg)
 		}
 		if (vol->group_ops < GROUP_OPS_MAX && vol->group_chunks < GROUP_CHUNKS_MAX)
 			pthread_cond_timedwait(&vol->commit_cv, &vol->lock, &ts);
-		if (!vol->stopping && vol->dirty)
-			csdfs_vol_commit_locked(vol);
+		due = !vol->stopping && vol->dirty;
+		pthread_mutex_unlock(&vol->lock);
+		if (due)
+			csdfs_vol_commit(vol);
 		/* Buffers freed by one worker thread stay in its malloc arena:
 		 * hand free pages back now and then so the daemon's memory is
 		 * its cache plus a bounded overhead. */
-		if (++rounds % 2 == 0) {
-			pthread_mutex_unlock(&vol->lock);
+		if (++rounds % 2 == 0)
 			malloc_trim(0);
-			pthread_mutex_lock(&vol->lock);
-		}
+		pthread_mutex_lock(&vol->lock);
 	}
 	pthread_mutex_unlock(&vol->lock);
 	return NULL;
@@ -681,6 +805,7 @@ static void vol_free(struct csdfs_vol *vol)
 	for (int i = 0; i < CSDFS_STRIPES; i++)
 		pthread_mutex_destroy(&vol->stripes[i]);
 	pthread_mutex_destroy(&vol->lock);
+	pthread_mutex_destroy(&vol->commit_lock);
 	pthread_cond_destroy(&vol->commit_cv);
 	free(vol->path);
 	free(vol);
@@ -707,6 +832,7 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 	vol->path = strdup(path);
 	vol->io.fd = -1;
 	pthread_mutex_init(&vol->lock, NULL);
+	pthread_mutex_init(&vol->commit_lock, NULL);
 	pthread_cond_init(&vol->commit_cv, NULL);
 	for (int i = 0; i < CSDFS_STRIPES; i++)
 		pthread_mutex_init(&vol->stripes[i], NULL);

@@ -439,6 +439,63 @@ int csdfs_fs_listxattr(struct csdfs_vol *vol, uint64_t ino, char *list,
 	return rc ? rc : (int)total;
 }
 
+/* Drop set-user-ID, set-group-ID (when group-executable: otherwise it
+ * means mandatory locking) and security.capability, as a local filesystem
+ * does when an unprivileged process writes or truncates a file, or its
+ * owner changes. Checked first in a read operation: the common case, a
+ * file with nothing to drop, changes nothing. Returns 1 when it dropped
+ * something, 0 when there was nothing to drop, or -errno. */
+int csdfs_fs_kill_privs(struct csdfs_vol *vol, uint64_t ino)
+{
+	static const char cap[] = "security.capability";
+	uint8_t key[8 + sizeof(cap)];
+	struct csdfs_inode_disk rec;
+	struct csdfs_val v;
+	struct csdfs_op op;
+	mode_t sgid = S_ISGID | S_IXGRP;
+	bool has_cap = false;
+	size_t klen;
+	int rc;
+
+	rc = xattr_key(key, ino, cap, &klen);
+	if (rc)
+		return rc;
+	rc = csdfs_op_begin_read(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (!rc) {
+		has_cap = !csdfs_meta_get(op.txn, CSDFS_DB_XATTRS, key, klen, &v);
+		if (!S_ISREG(rec.mode) ||
+		    (!(rec.mode & S_ISUID) && (rec.mode & sgid) != sgid && !has_cap))
+			return csdfs_op_end(&op, 0);
+	}
+	rc = csdfs_op_end(&op, rc);
+	if (rc)
+		return rc;
+
+	rc = csdfs_op_begin(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (!rc) {
+		rc = csdfs_meta_del(op.txn, CSDFS_DB_XATTRS, key, klen);
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (!rc) {
+		rec.mode &= ~(mode_t)S_ISUID;
+		if ((rec.mode & sgid) == sgid)
+			rec.mode &= ~(mode_t)S_ISGID;
+		rec.ctime_ns = csdfs_now_ns();
+		rc = csdfs_irec_store(op.txn, ino, &rec);
+	}
+	if (!rc)
+		csdfs_op_touch(&op, ino);
+	rc = csdfs_op_end(&op, rc);
+	return rc ? rc : 1;
+}
+
 int csdfs_xattr_drop_all(struct csdfs_op *op, uint64_t ino)
 {
 	struct csdfs_cursor *cur;

@@ -101,6 +101,17 @@ struct csdfs_cred {
 #define CSDFS_SET_MTIME_NOW 0x80u
 #define CSDFS_SET_CTIME     0x100u
 
+/* The kernel opened @ino for writing. With a writeback cache it may then
+ * hold dirty pages of it (mmap: even after close) until it forgets the
+ * inode; csdfs_fs_had_writer() says whether that can be the case. */
+void csdfs_fs_note_writer(struct csdfs_vol *vol, uint64_t ino);
+bool csdfs_fs_had_writer(struct csdfs_vol *vol, uint64_t ino);
+
+/* Drop set-user-ID, set-group-ID and security.capability from a regular
+ * file, as an unprivileged write or truncate does: 1 if it dropped any,
+ * 0 if there was nothing to drop, or -errno. */
+int csdfs_fs_kill_privs(struct csdfs_vol *vol, uint64_t ino);
+
 /* Rename flags (same values as the kernel's RENAME_*). */
 #define CSDFS_RENAME_NOREPLACE 0x1u
 #define CSDFS_RENAME_EXCHANGE  0x2u
@@ -150,9 +161,13 @@ void csdfs_dirsnap_free(struct csdfs_dirsnap *snap);
 /* Data. */
 ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 		      size_t size, uint64_t off);
-/* @sync: the write must be durable on return (O_SYNC / O_DSYNC). */
+/* csdfs_fs_write flags. */
+#define CSDFS_WRITE_SYNC       0x1u /* durable on return (O_SYNC / O_DSYNC) */
+#define CSDFS_WRITE_KEEP_TIMES 0x2u /* leave mtime/ctime alone: the kernel's
+				     * writeback cache stamped them and sends
+				     * them with a setattr of its own */
 ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
-		       size_t size, uint64_t off, bool sync);
+		       size_t size, uint64_t off, unsigned flags);
 int csdfs_fs_fsync(struct csdfs_vol *vol, uint64_t ino);
 int csdfs_fs_fallocate(struct csdfs_vol *vol, uint64_t ino, int mode,
 		       uint64_t off, uint64_t len);

@@ -74,6 +74,15 @@ int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
  * @return 0, -ENOSPC (map full), -EIO.
  */
 int csdfs_meta_commit(struct csdfs_txn *txn);
+/*
+ * csdfs_meta_commit_group - commit a top-level @txn (always ends it) with
+ * its data pages on stable storage but its meta page only written: the
+ * commit is durable once csdfs_meta_sync() returned 0, and a crash before
+ * that undoes it whole. Lets the caller sync without holding its locks.
+ */
+int csdfs_meta_commit_group(struct csdfs_txn *txn);
+/* Make every commit so far durable. Safe beside an open transaction. */
+int csdfs_meta_sync(struct csdfs_meta *meta);
 void csdfs_meta_abort(struct csdfs_txn *txn);
 
 /* @return 0, -ENOENT if absent. */

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's side of /dev/fuse, for one kernel feature libfuse 3.14
+ * cannot negotiate: FUSE_HANDLE_KILLPRIV_V2.
+ *
+ * Without it the kernel asks for security.capability (a GETXATTR round trip)
+ * before every write(2), to learn whether the write must drop privileges:
+ * half of the round trips of a 4 KiB writer, and the one that keeps the
+ * writeback cache from absorbing small writes. With it the filesystem drops
+ * set-user-ID, set-group-ID and capabilities itself, when the kernel marks
+ * a write, truncate or open(O_TRUNC) with a KILL_SUIDGID flag.
+ *
+ * The same way it negotiates FUSE_DIRECT_IO_ALLOW_MMAP (kernel >= 6.6),
+ * under which the kernel flushes and drops cached pages before a write on
+ * a direct-I/O file (and allows shared mmap of it): what makes it safe to
+ * serve O_SYNC/O_DSYNC opens with direct I/O beside cached opens.
+ *
+ * libfuse (>= 3.14) lets a daemon supply the read and writev calls on the
+ * device: read notes each request's kill flag for the worker thread that
+ * is about to dispatch it, and writev adds the flags to the INIT reply
+ * when the kernel offered them. Everything else passes through.
+ */
+#include <errno.h>
+#include <linux/fuse.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fuse_io.h"
+
+/* Not in Debian 12's <linux/fuse.h> (6.1): bit 36 = flags2 bit 4. */
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+
+/* Set by the read of the request this worker thread dispatches next. */
+static _Thread_local bool req_kill;
+/* INIT is the first request: its unique id and the flags the kernel
+ * offered (written before any other request is read). */
+static uint64_t init_unique;
+static uint64_t init_offered;
+static uint64_t init_added;
+
+static bool kill_flag_of(const struct fuse_in_header *h, const char *arg, size_t len)
+{
+	switch (h->opcode) {
+	case FUSE_WRITE:
+		if (len >= offsetof(struct fuse_write_in, lock_owner)) {
+			const struct fuse_write_in *w = (const void *)arg;
+
+			return w->write_flags & FUSE_WRITE_KILL_SUIDGID;
+		}
+		return false;
+	case FUSE_SETATTR:
+		if (len >= offsetof(struct fuse_setattr_in, padding)) {
+			const struct fuse_setattr_in *s = (const void *)arg;
+
+			return s->valid & FATTR_KILL_SUIDGID;
+		}
+		return false;
+	case FUSE_OPEN:
+		if (len >= sizeof(struct fuse_open_in)) {
+			const struct fuse_open_in *o = (const void *)arg;
+
+			return o->open_flags & FUSE_OPEN_KILL_SUIDGID;
+		}
+		return false;
+	default:
+		return false;
+	}
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+	struct fuse_in_header h;
+	const char *arg = (const char *)buf + sizeof(h);
+
+	(void)userdata;
+	req_kill = false;
+	if (n < (ssize_t)sizeof(h))
+		return n;
+	memcpy(&h, buf, sizeof(h));
+	if (h.opcode == FUSE_INIT && (size_t)n >= sizeof(h) + offsetof(struct fuse_init_in, flags2)) {
+		struct fuse_init_in in = { 0 };
+		size_t alen = (size_t)n - sizeof(h);
+
+		memcpy(&in, arg, alen < sizeof(in) ? alen : sizeof(in));
+		init_unique = h.unique;
+		init_offered = in.flags;
+		if ((in.flags & FUSE_INIT_EXT) && alen >= offsetof(struct fuse_init_in, unused))
+			init_offered |= (uint64_t)in.flags2 << 32;
+	} else {
+		req_kill = kill_flag_of(&h, arg, (size_t)n - sizeof(h));
+	}
+	return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct fuse_out_header h;
+	struct fuse_init_out out;
+
+	(void)userdata;
+	if (init_unique && count == 2 && iov[0].iov_len == sizeof(h)) {
+		memcpy(&h, iov[0].iov_base, sizeof(h));
+		/* The reply carries at least the flags word (minor >= 5). */
+		if (h.unique == init_unique && !h.error &&
+		    iov[1].iov_len >= offsetof(struct fuse_init_out, max_background) &&
+		    iov[1].iov_len <= sizeof(out)) {
+			memcpy(&out, iov[1].iov_base, iov[1].iov_len);
+			init_added = init_offered & FUSE_HANDLE_KILLPRIV_V2;
+			out.flags |= (uint32_t)init_added;
+			/* flags2 exists when both sides speak FUSE_INIT_EXT. */
+			if ((out.flags & FUSE_INIT_EXT) &&
+			    iov[1].iov_len >= offsetof(struct fuse_init_out, unused)) {
+				init_added |= init_offered & FUSE_DIRECT_IO_ALLOW_MMAP;
+				out.flags2 |= (uint32_t)(init_added >> 32);
+			}
+			memcpy(iov[1].iov_base, &out, iov[1].iov_len);
+			init_unique = 0;
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+int csdfs_fuse_io_install(struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = {
+		.read = io_read,
+		.writev = io_writev,
+	};
+
+	/* The session keeps the mounted fd; only the calls on it change. */
+	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
+
+bool csdfs_fuse_io_req_kills_privs(void)
+{
+	return req_kill;
+}
+
+bool csdfs_fuse_io_killpriv_v2(void)
+{
+	return init_added & FUSE_HANDLE_KILLPRIV_V2;
+}
+
+bool csdfs_fuse_io_direct_coherent(void)
+{
+	return init_added & FUSE_DIRECT_IO_ALLOW_MMAP;
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's reads and writes on /dev/fuse (fuse_io.c): negotiates
+ * FUSE_HANDLE_KILLPRIV_V2 and reports each request's kill-privileges flag. */
+#ifndef CSDFS_FUSE_IO_H
+#define CSDFS_FUSE_IO_H
+
+#include <stdbool.h>
+
+#include "fuse_ops.h"
+
+/* Call after fuse_session_mount(), before the loop. Returns 0 or -errno. */
+int csdfs_fuse_io_install(struct fuse_session *se);
+/* True while handling a write, setattr or open the kernel marked
+ * KILL_SUIDGID (the caller lacks CAP_FSETID, or a chown). */
+bool csdfs_fuse_io_req_kills_privs(void);
+/* True once INIT negotiated FUSE_HANDLE_KILLPRIV_V2. */
+bool csdfs_fuse_io_killpriv_v2(void);
+/* True once INIT negotiated FUSE_DIRECT_IO_ALLOW_MMAP: a write through a
+ * direct-I/O open flushes and drops the kernel's cached pages first. */
+bool csdfs_fuse_io_direct_coherent(void);
+
+#endif
