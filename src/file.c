@@ -211,6 +211,42 @@ static int load_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 	return rc;
 }
 
+/* Largest run of stored chunks one read fetches (and the read scratch). */
+#define READ_SPAN_MAX (1u << 20)
+
+/*
+ * Read whole chunks recs[0..] (have[] mapped, @n of them, @room bytes of
+ * @dst) that lie back to back in the container, as sequentially written
+ * chunks do, with one pread, and decode each into @dst. Not cached: the
+ * kernel's page cache holds whole chunks it read. @return how many chunks
+ * were delivered (0: let load_chunk do the first one, e.g. after a
+ * checksum mismatch, which it retries and reports).
+ */
+static uint64_t read_whole_run(struct csdfs_vol *vol, uint32_t cs,
+			       const struct csdfs_chunk_disk *recs,
+			       const bool *have, uint64_t n, char *dst,
+			       uint64_t room, char *span)
+{
+	uint64_t k = 0, len = 0, done = 0;
+
+	while (k < n && have[k] && (k + 1) * cs <= room &&
+	       recs[k].plen <= csdfs_codec_bound(cs) &&
+	       len + recs[k].plen <= READ_SPAN_MAX &&
+	       (k == 0 || recs[k].pa == recs[0].pa + len)) {
+		len += recs[k].plen;
+		k++;
+	}
+	if (k < 2 || csdfs_io_pread(&vol->io, span, len, recs[0].pa))
+		return 0;
+	for (uint64_t j = 0, at = 0; j < k; at += recs[j].plen, j++) {
+		if (decode_chunk(&recs[j], span + at, dst + j * cs, cs,
+				 !vol->test_inplace))
+			break;
+		done++;
+	}
+	return done;
+}
+
 /* ---- writing chunks ------------------------------------------------------ */
 
 static void plan_free(struct wplan *p)
@@ -762,7 +798,8 @@ ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	if (rc)
 		goto out;
 	tmp = malloc(cs);
-	scratch = malloc(csdfs_codec_bound(cs));
+	scratch = malloc(csdfs_codec_bound(cs) > READ_SPAN_MAX ?
+			 csdfs_codec_bound(cs) : READ_SPAN_MAX);
 	if (!tmp || !scratch) {
 		rc = -ENOMEM;
 		goto out;
@@ -778,8 +815,17 @@ ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 			continue;
 		}
 		if (s == cstart && e == cstart + cs) {
-			/* Whole chunk wanted: decode straight into the reply. */
-			rc = load_chunk(vol, ino, first + i, cs, &recs[i], out, scratch, true);
+			/* Whole chunks wanted: decode straight into the reply,
+			 * with one read for a run of chunks stored back to back. */
+			uint64_t got = read_whole_run(vol, cs, recs + i, have + i, n - i,
+						      buf + (cstart - off), end - cstart,
+						      scratch);
+
+			if (got) {
+				i += got - 1;
+				continue;
+			}
+			rc = load_chunk(vol, ino, first + i, cs, &recs[i], out, scratch, false);
 		} else {
 			rc = load_chunk(vol, ino, first + i, cs, &recs[i], tmp, scratch, true);
 			if (!rc)

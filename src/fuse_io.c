@@ -41,6 +41,8 @@ static _Thread_local bool req_kill;
 static uint64_t init_unique;
 static uint64_t init_offered;
 static uint64_t init_added;
+static void (*after_init)(void *);
+static void *after_init_arg;
 
 static bool kill_flag_of(const struct fuse_in_header *h, const char *arg, size_t len)
 {
@@ -101,6 +103,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fuse_out_header h;
 	struct fuse_init_out out;
+	bool init_reply = false;
+	ssize_t n;
 
 	(void)userdata;
 	if (init_unique && count == 2 && iov[0].iov_len == sizeof(h)) {
@@ -120,18 +124,25 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 			}
 			memcpy(iov[1].iov_base, &out, iov[1].iov_len);
 			init_unique = 0;
+			init_reply = true;
 		}
 	}
-	return writev(fd, iov, count);
+	n = writev(fd, iov, count);
+	/* The kernel applied the INIT reply within that writev. */
+	if (init_reply && n > 0 && after_init)
+		after_init(after_init_arg);
+	return n;
 }
 
-int csdfs_fuse_io_install(struct fuse_session *se)
+int csdfs_fuse_io_install(struct fuse_session *se, void (*fn)(void *), void *arg)
 {
 	static const struct fuse_custom_io io = {
 		.read = io_read,
 		.writev = io_writev,
 	};
 
+	after_init = fn;
+	after_init_arg = arg;
 	/* The session keeps the mounted fd; only the calls on it change. */
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }

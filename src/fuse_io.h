@@ -8,8 +8,10 @@
 
 #include "fuse_ops.h"
 
-/* Call after fuse_session_mount(), before the loop. Returns 0 or -errno. */
-int csdfs_fuse_io_install(struct fuse_session *se);
+/* Call after fuse_session_mount(), before the loop. @fn(@arg), if given,
+ * runs once the kernel has applied the INIT reply (mount settings the
+ * kernel resets at INIT can be changed from then on). 0 or -errno. */
+int csdfs_fuse_io_install(struct fuse_session *se, void (*fn)(void *), void *arg);
 /* True while handling a write, setattr or open the kernel marked
  * KILL_SUIDGID (the caller lacks CAP_FSETID, or a chown). */
 bool csdfs_fuse_io_req_kills_privs(void);
