@@ -228,7 +228,6 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 					      newname, ours));
 }
 
-/* File handles carry only the open flags that change write semantics. */
 /* Under this much writable space (f_bavail), new writable opens bypass the
  * writeback cache: a write(2) then learns of ENOSPC itself, instead of a
  * later fsync or close. An eighth of the capacity, within 256 MiB..1 GiB:
@@ -247,6 +246,7 @@ static bool space_low(fuse_req_t req)
 	return avail < low;
 }
 
+/* File handles carry only the open flags that change write semantics. */
 static void set_open_flags(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;

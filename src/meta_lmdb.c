@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <lmdb.h>
@@ -206,6 +207,17 @@ void csdfs_meta_close(struct csdfs_meta *meta)
 		return;
 	mdb_env_close(meta->env);
 	free(meta);
+}
+
+void csdfs_meta_release_pages(struct csdfs_meta *meta)
+{
+	MDB_envinfo info;
+
+	/* LMDB maps its file read-only and shared: dropping our page-table
+	 * entries frees nothing the file does not hold, and the next access
+	 * maps the page again from the page cache (a minor fault). */
+	if (!mdb_env_info(meta->env, &info) && info.me_mapaddr)
+		madvise(info.me_mapaddr, info.me_mapsize, MADV_DONTNEED);
 }
 
 uint64_t csdfs_meta_file_bytes(struct csdfs_meta *meta)

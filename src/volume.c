@@ -666,10 +666,12 @@ static void *commit_main(void *arg)
 			csdfs_vol_commit(vol);
 		/* Buffers freed by one worker thread stay in its malloc arena:
 		 * hand free pages back now and then so the daemon's memory is
-		 * its cache plus a bounded overhead. */
+		 * its cache plus a bounded overhead; and LMDB's mapped pages,
+		 * which grow with the metadata, are the page cache's to keep. */
 		if (++rounds % 2 == 0)
 			malloc_trim(0);
 		pthread_mutex_lock(&vol->lock);
+		csdfs_meta_release_pages(vol->meta);
 	}
 	pthread_mutex_unlock(&vol->lock);
 	return NULL;

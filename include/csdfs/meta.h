@@ -58,6 +58,11 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 		    struct csdfs_meta **out);
 void csdfs_meta_close(struct csdfs_meta *meta);
 
+/* Stop counting the environment's mapped file pages in this process's
+ * resident memory (they stay in the page cache). Not beside a write to
+ * the environment's map: call with the volume lock held. */
+void csdfs_meta_release_pages(struct csdfs_meta *meta);
+
 /* Bytes used by the environment's data file (for the volume status). */
 uint64_t csdfs_meta_file_bytes(struct csdfs_meta *meta);
 
