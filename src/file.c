@@ -844,6 +844,63 @@ out:
 	return rc ? rc : (ssize_t)size;
 }
 
+/*
+ * After a read of [off, off + len): hand @fn the rest of the chunks it
+ * touched (up to EOF), decoded, so the kernel can cache them as btrfs
+ * caches the rest of a compressed extent, and a random reader's next
+ * access to the same chunk needs no round trip. Only while the inode never
+ * had a writer: the kernel then holds no dirty page of it that stale bytes
+ * could overwrite; csdfs_fs_note_writer() waits for us (io_lock), and
+ * truncate too. Errors are not the caller's concern: nothing is handed.
+ */
+void csdfs_fs_read_around(struct csdfs_vol *vol, uint64_t ino, uint64_t off,
+			  size_t len, csdfs_around_fn fn, void *arg)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_inode *in;
+	char *tmp = NULL, *scratch = NULL;
+	uint64_t end, first, last;
+	bool writer;
+	uint32_t cs;
+
+	in = csdfs_inode_get(vol, ino);
+	if (!in)
+		return;
+	pthread_rwlock_rdlock(&in->io_lock);
+	pthread_mutex_lock(&vol->itable.lock);
+	writer = in->had_writer;
+	pthread_mutex_unlock(&vol->itable.lock);
+	if (writer || !len || load_reg(vol, ino, &rec) || off >= rec.size)
+		goto out;
+	cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
+	end = off + len < rec.size ? off + len : rec.size;
+	first = off / cs;
+	last = (end - 1) / cs;
+	tmp = malloc(cs);
+	scratch = malloc(csdfs_codec_bound(cs));
+	if (!tmp || !scratch)
+		goto out;
+	/* Only the first and the last chunk can stick out of the range. */
+	for (uint64_t idx = first; idx <= last; idx = idx == last ? last + 1 : last) {
+		uint64_t cstart = idx * cs;
+		uint64_t cend = cstart + cs < rec.size ? cstart + cs : rec.size;
+
+		if ((cstart >= off && cend <= end) ||
+		    load_chunk(vol, ino, idx, cs, NULL, tmp, scratch, true))
+			continue;
+		if (cstart < off && fn(arg, cstart, tmp, off - cstart))
+			break;
+		if (cend > end && end > cstart &&
+		    fn(arg, end, tmp + (end - cstart), cend - end))
+			break;
+	}
+out:
+	pthread_rwlock_unlock(&in->io_lock);
+	csdfs_inode_put(vol, in);
+	free(tmp);
+	free(scratch);
+}
+
 /* ---- resize, zeroing, fallocate, seek ------------------------------------ */
 
 /*

@@ -74,6 +74,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	struct csdfs_fuse *f = userdata;
 
 	conn->max_write = MAX_WRITE;
+	/* Writeback and readahead requests the kernel keeps in flight: the
+	 * default 12 leaves worker threads idle while one waits on the disk. */
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
 	/* We are the only writer: the page cache never goes stale behind
 	 * the kernel's back, so mtime changes need not invalidate it. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
@@ -315,9 +319,25 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
+struct store_ctx {
+	struct fuse_session *se;
+	fuse_ino_t ino;
+};
+
+static int store_pages(void *arg, uint64_t off, const char *buf, size_t n)
+{
+	struct store_ctx *s = arg;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
+
+	bv.buf[0].mem = (void *)buf;
+	return fuse_lowlevel_notify_store(s->se, s->ino, (off_t)off, &bv, 0);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	struct csdfs_fuse *f = ctx(req);   /* req is gone once replied to */
+	struct store_ctx s = { f->se, ino };
 	char *buf = malloc(size ? size : 1);
 	ssize_t n;
 
@@ -325,12 +345,17 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = csdfs_fs_read(vol_of(req), ino, buf, size, (uint64_t)off);
+	n = csdfs_fs_read(f->vol, ino, buf, size, (uint64_t)off);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);
+	/* A cached read of part of a chunk (a random reader: no readahead):
+	 * give the kernel the rest of the chunk we decoded anyway. */
+	if (n > 0 && s.se && !fi->direct_io && !(fi->flags & O_DIRECT))
+		csdfs_fs_read_around(f->vol, ino, (uint64_t)off, (size_t)n,
+				     store_pages, &s);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,

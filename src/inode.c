@@ -229,13 +229,18 @@ void csdfs_fs_forget(struct csdfs_vol *vol, uint64_t ino, uint64_t n)
 
 void csdfs_fs_note_writer(struct csdfs_vol *vol, uint64_t ino)
 {
-	struct csdfs_inode *in;
+	struct csdfs_inode *in = csdfs_inode_get(vol, ino);
 
+	if (!in)
+		return;
+	/* Exclusive: waits for csdfs_fs_read_around() calls, which hold
+	 * io_lock shared while they hand the kernel pages of this file. */
+	pthread_rwlock_wrlock(&in->io_lock);
 	pthread_mutex_lock(&vol->itable.lock);
-	in = find_locked(&vol->itable, ino);
-	if (in)
-		in->had_writer = true;
+	in->had_writer = true;
 	pthread_mutex_unlock(&vol->itable.lock);
+	pthread_rwlock_unlock(&in->io_lock);
+	csdfs_inode_put(vol, in);
 }
 
 bool csdfs_fs_had_writer(struct csdfs_vol *vol, uint64_t ino)
