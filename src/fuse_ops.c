@@ -234,8 +234,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 /* Under this much writable space (f_bavail), new writable opens bypass the
  * writeback cache: a write(2) then learns of ENOSPC itself, instead of a
- * later fsync or close. An eighth of the capacity, within 256 MiB..1 GiB:
- * above the dirty data the kernel lets a FUSE mount hold. */
+ * later fsync or close. An eighth of the capacity, within 256 MiB..1 GiB,
+ * and never less than the dirty data the kernel may hold for the mount
+ * (fuse_bdi.c). */
 static bool space_low(fuse_req_t req)
 {
 	struct statvfs sv;
@@ -247,6 +248,8 @@ static bool space_low(fuse_req_t req)
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	low = cap / 8;
 	low = low < (256ull << 20) ? 256ull << 20 : low > (1ull << 30) ? 1ull << 30 : low;
+	if (low < ctx(req)->max_dirty)
+		low = ctx(req)->max_dirty;
 	return avail < low;
 }
 

@@ -13,6 +13,7 @@ struct csdfs_fuse {
 	struct fuse_session *se;
 	int writeback_cache;
 	double attr_timeout;
+	uint64_t max_dirty;        /* the mount's dirty-page budget, if set */
 };
 
 extern const struct fuse_lowlevel_ops csdfs_fuse_ops;

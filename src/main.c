@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "csdfs/log.h"
+#include "fuse_bdi.h"
 #include "fuse_io.h"
 #include "fuse_ops.h"
 
@@ -25,6 +26,7 @@ struct options {
 	unsigned max_threads;
 	char *cache_size;
 	char *readahead;
+	char *max_dirty;
 	int writeback_cache;
 	int no_writeback_cache;
 	int foreground;
@@ -43,6 +45,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("max_threads=%u", max_threads),    /* FUSE worker threads */
 	OPT("cache_size=%s", cache_size),      /* decompressed-chunk cache */
 	OPT("readahead=%s", readahead),        /* the mount's read_ahead_kb */
+	OPT("max_dirty=%s", max_dirty),        /* the mount's dirty-page budget */
 	OPT("writeback_cache", writeback_cache),  /* the default */
 	OPT("nowriteback_cache", no_writeback_cache),
 	OPT("allow_other", allow_other),
@@ -78,6 +81,9 @@ static void usage(FILE *out)
 "  -o cache_size=SIZE  decoded-chunk cache (default 64M; 0 disables)\n"
 "  -o readahead=SIZE   kernel readahead for the mount (default 1M when run\n"
 "                      as root; 0 keeps the kernel's 128K)\n"
+"  -o max_dirty=SIZE   dirty page cache the kernel may hold for the mount\n"
+"                      (root; default an eighth of the capacity, 64M..1G;\n"
+"                      0 keeps the kernel's, about 1%% of its budget)\n"
 "  -o nowriteback_cache  send every buffered write(2) to csdfs as it is\n"
 "                      made (slower): atomic writes (G3) then hold for\n"
 "                      buffered writes too, not only for O_DIRECT and\n"
@@ -109,53 +115,6 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	return -1;
 }
 
-/*
- * Sequential reads cost one round trip to the daemon per readahead window,
- * and a FUSE mount starts with the kernel's 128 KiB one: set the mount's
- * read_ahead_kb (root only; the kernel caps it at FUSE INIT otherwise).
- * The mount's device number comes from /proc/self/mountinfo, not stat(),
- * which would wait for the not yet running FUSE loop.
- */
-struct readahead_req {
-	char *mountpoint;          /* absolute */
-	uint64_t bytes;
-};
-
-static void set_readahead(void *arg)
-{
-	const struct readahead_req *r = arg;
-	const char *abs = r->mountpoint;
-	char line[4096], dev[32] = "", path[96];
-	FILE *f;
-
-	if (!abs)
-		return;
-	f = fopen("/proc/self/mountinfo", "r");
-	while (f && fgets(line, sizeof(line), f)) {
-		char mdev[32], mpoint[4096];
-
-		/* id parent major:minor root mountpoint ... (the last match
-		 * is the newest mount; paths with spaces come octal-escaped
-		 * and simply do not match: then nothing is tuned) */
-		if (sscanf(line, "%*s %*s %31s %*s %4095s", mdev, mpoint) == 2 &&
-		    !strcmp(mpoint, abs))
-			snprintf(dev, sizeof(dev), "%s", mdev);
-	}
-	if (f)
-		fclose(f);
-	if (!dev[0])
-		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
-	f = fopen(path, "w");
-	if (!f) {
-		csdfs_log(LOG_DEBUG, "cannot set %s: %s", path, strerror(errno));
-		return;
-	}
-	fprintf(f, "%llu\n", (unsigned long long)(r->bytes / 1024));
-	if (fclose(f))
-		csdfs_log(LOG_DEBUG, "cannot set %s: %s", path, strerror(errno));
-}
-
 static void fuse_log_bridge(enum fuse_log_level level, const char *fmt, va_list ap)
 {
 	char msg[1024];
@@ -177,8 +136,9 @@ int main(int argc, char *argv[])
 	struct options o = { 0 };
 	struct fuse_session *se;
 	char err[512], fsname[4200];
-	uint64_t readahead = 1ull << 20;
-	struct readahead_req ra = { 0 };
+	struct csdfs_bdi_tuning bdi = {
+		.readahead = 1ull << 20, .max_dirty = CSDFS_BDI_AUTO, .f = &f,
+	};
 	int rc, ret = 1;
 
 	/* Few malloc arenas: FUSE workers come and go, and every arena keeps
@@ -210,10 +170,16 @@ int main(int argc, char *argv[])
 		}
 		mo.no_cache = mo.cache_size == 0;
 	}
-	if (o.readahead && (csdfs_parse_size(o.readahead, &readahead) ||
-			    readahead > (64ull << 20))) {
+	if (o.readahead && (csdfs_parse_size(o.readahead, &bdi.readahead) ||
+			    bdi.readahead > (64ull << 20))) {
 		fprintf(stderr, "csdfs: bad readahead '%s' (e.g. 1M, at most 64M; 0 keeps the kernel's)\n",
 			o.readahead);
+		goto out_args;
+	}
+	if (o.max_dirty && (csdfs_parse_size(o.max_dirty, &bdi.max_dirty) ||
+			    bdi.max_dirty > (16ull << 30))) {
+		fprintf(stderr, "csdfs: bad max_dirty '%s' (e.g. 256M, at most 16G; 0 keeps the kernel's)\n",
+			o.max_dirty);
 		goto out_args;
 	}
 	if (o.max_threads > 256) {
@@ -265,10 +231,9 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "csdfs: cannot mount on '%s'\n", o.mountpoint);
 		goto out_signals;
 	}
-	ra.bytes = readahead;
-	ra.mountpoint = readahead && getuid() == 0 ? realpath(o.mountpoint, NULL) : NULL;
+	bdi.mountpoint = getuid() == 0 ? realpath(o.mountpoint, NULL) : NULL;
 	f.se = se;
-	rc = csdfs_fuse_io_install(se, ra.mountpoint ? set_readahead : NULL, &ra);
+	rc = csdfs_fuse_io_install(se, bdi.mountpoint ? csdfs_bdi_tune : NULL, &bdi);
 	if (rc)
 		fprintf(stderr, "csdfs: cannot take over /dev/fuse I/O (%s); writes will cost an extra round trip\n",
 			strerror(-rc));
@@ -314,6 +279,7 @@ out_args:
 	free(o.mountpoint);
 	free(o.cache_size);
 	free(o.readahead);
-	free(ra.mountpoint);
+	free(o.max_dirty);
+	free(bdi.mountpoint);
 	return ret;
 }
