@@ -214,6 +214,16 @@ static int load_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 /* Largest run of stored chunks one read fetches (and the read scratch). */
 #define READ_SPAN_MAX (1u << 20)
 
+/* All @k chunks stored uncompressed and whole: their bytes are the data. */
+static bool run_is_raw(const struct csdfs_chunk_disk *recs, uint64_t k, uint32_t cs)
+{
+	for (uint64_t j = 0; j < k; j++)
+		if (recs[j].codec != CSDFS_CODEC_NONE || recs[j].plen != cs ||
+		    recs[j].llen != cs)
+			return false;
+	return true;
+}
+
 /*
  * Read whole chunks recs[0..] (have[] mapped, @n of them, @room bytes of
  * @dst) that lie back to back in the container, as sequentially written
@@ -236,7 +246,22 @@ static uint64_t read_whole_run(struct csdfs_vol *vol, uint32_t cs,
 		len += recs[k].plen;
 		k++;
 	}
-	if (k < 2 || csdfs_io_pread(&vol->io, span, len, recs[0].pa))
+	if (k < 2)
+		return 0;
+	/* Incompressible data is stored as it is: read it straight into the
+	 * reply and check it there, no copy. */
+	if (run_is_raw(recs, k, cs)) {
+		if (csdfs_io_pread(&vol->io, dst, len, recs[0].pa))
+			return 0;
+		for (uint64_t j = 0; j < k; j++) {
+			if (!vol->test_inplace &&
+			    csdfs_crc32c(0, dst + j * cs, cs) != recs[j].csum)
+				return done;
+			done++;
+		}
+		return done;
+	}
+	if (csdfs_io_pread(&vol->io, span, len, recs[0].pa))
 		return 0;
 	for (uint64_t j = 0, at = 0; j < k; at += recs[j].plen, j++) {
 		if (decode_chunk(&recs[j], span + at, dst + j * cs, cs,

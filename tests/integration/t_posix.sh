@@ -95,6 +95,39 @@ else
 	fi
 fi
 
+# --- privileges dropped by writes (FUSE_HANDLE_KILLPRIV_V2: csdfs does it) ---
+# ext4 semantics: an unprivileged write, truncate or O_TRUNC open drops
+# set-user-ID and set-group-ID (with group execute), and security.capability;
+# root keeps them on write; chown drops them. Checked through a fresh stat.
+if [ "$(id -u)" = 0 ] && [ -n "${AS_USER+x}" ]; then
+	K=$MNT/killpriv
+	mkdir "$K" && chmod 1777 "$K"
+	for f in w r c t o; do echo x >"$K/$f" && chmod 6777 "$K/$f"; done
+	"${AS_USER[@]}" sh -c "echo y >>'$K/w'"
+	echo y >>"$K/r"
+	chown "$TEST_UID" "$K/c"
+	"${AS_USER[@]}" truncate -s 0 "$K/t"
+	"${AS_USER[@]}" sh -c ": >'$K/o'"
+	check_eq "killpriv: write by another user drops suid/sgid" 777 "$(stat -c %a "$K/w")"
+	check_eq "killpriv: write by root keeps them" 6777 "$(stat -c %a "$K/r")"
+	check_eq "killpriv: chown drops them" 777 "$(stat -c %a "$K/c")"
+	check_eq "killpriv: truncate by another user drops them" 777 "$(stat -c %a "$K/t")"
+	check_eq "killpriv: O_TRUNC open by another user drops them" 777 "$(stat -c %a "$K/o")"
+	if command -v setcap >/dev/null && command -v getcap >/dev/null; then
+		echo x >"$K/cap" && chmod 666 "$K/cap"
+		if setcap cap_net_raw+ep "$K/cap" 2>"$WORK/setcap.err"; then
+			"${AS_USER[@]}" sh -c "echo y >>'$K/cap'"
+			check_eq "killpriv: write by another user drops security.capability" "" \
+				"$(getcap "$K/cap")"
+		else
+			fail "killpriv: setcap on csdfs: $(cat "$WORK/setcap.err")"
+		fi
+	else
+		skip_check "killpriv: setcap/getcap not installed"
+	fi
+	rm -rf "$K"
+fi
+
 # --- persistence of everything posix_check left behind ---
 if [ $PLAIN = 0 ]; then
 	snapshot >"$WORK/snap.before"
