@@ -186,6 +186,27 @@ void csdfs_cache_put(struct csdfs_cache *c, const struct csdfs_cache_key *key,
 	pthread_mutex_unlock(&s->lock);
 }
 
+void csdfs_cache_set_budget(struct csdfs_cache *c, size_t bytes)
+{
+	if (!c || !c->budget)
+		return;   /* disabled stays disabled */
+	for (int i = 0; i < SHARDS; i++) {
+		struct shard *s = &c->s[i];
+
+		pthread_mutex_lock(&s->lock);
+		s->budget = bytes / SHARDS;
+		while (s->bytes > s->budget && s->tail) {
+			struct entry *v = s->tail;
+
+			lru_unlink(s, v);
+			hash_unlink(s, v, (key_hash(&v->key) / SHARDS) % BUCKETS);
+			s->bytes -= v->len;
+			free(v);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
 void csdfs_cache_stats(struct csdfs_cache *c, uint64_t *hits, uint64_t *misses,
 		       size_t *bytes)
 {

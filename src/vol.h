@@ -87,6 +87,7 @@ struct csdfs_vol {
 	bool test_inplace;         /* see csdfs_mount_opts */
 	bool punch;                /* punch freed ranges out of the container */
 	struct csdfs_cache *cache; /* decoded chunks (thread-safe itself) */
+	uint64_t cache_size;       /* the configured memory budget */
 	struct csdfs_pool *pool;   /* compression workers (thread-safe itself) */
 	uint64_t bad_seen[CSDFS_BAD_SEEN]; /* lock: pa + 1 of reported bad chunks */
 };

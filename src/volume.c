@@ -641,6 +641,20 @@ int csdfs_vol_sync(struct csdfs_vol *vol)
 	return csdfs_vol_commit_for(vol, 0);
 }
 
+/*
+ * cache_size is the daemon's memory for caching, and LMDB's metadata is a
+ * cache too: its file is mapped, and a random reader touches all of it
+ * between two csdfs_meta_release_pages() calls. So the decoded chunks get
+ * what the metadata leaves, and never less than a quarter.
+ */
+static void fit_cache_locked(struct csdfs_vol *vol)
+{
+	uint64_t meta = csdfs_meta_file_bytes(vol->meta);
+	uint64_t cap = vol->cache_size - vol->cache_size / 4;
+
+	csdfs_cache_set_budget(vol->cache, vol->cache_size - (meta < cap ? meta : cap));
+}
+
 static void *commit_main(void *arg)
 {
 	struct csdfs_vol *vol = arg;
@@ -672,6 +686,7 @@ static void *commit_main(void *arg)
 			malloc_trim(0);
 		pthread_mutex_lock(&vol->lock);
 		csdfs_meta_release_pages(vol->meta);
+		fit_cache_locked(vol);
 	}
 	pthread_mutex_unlock(&vol->lock);
 	return NULL;
@@ -866,9 +881,9 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 	vol->test_inplace = opts && opts->test_inplace;
 	vol->punch = !(opts && opts->no_punch);
 	/* In-place test writes change bytes under an unchanged key. */
-	vol->cache = csdfs_cache_new(vol->test_inplace || (opts && opts->no_cache) ? 0 :
-				     opts && opts->cache_size ? opts->cache_size :
-				     CACHE_SIZE_DEFAULT);
+	vol->cache_size = vol->test_inplace || (opts && opts->no_cache) ? 0 :
+			  opts && opts->cache_size ? opts->cache_size : CACHE_SIZE_DEFAULT;
+	vol->cache = csdfs_cache_new(vol->cache_size);
 	if (!vol->cache) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "out of memory for the chunk cache");

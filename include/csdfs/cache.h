@@ -34,6 +34,10 @@ int csdfs_cache_get(struct csdfs_cache *c, const struct csdfs_cache_key *key,
 void csdfs_cache_put(struct csdfs_cache *c, const struct csdfs_cache_key *key,
 		     const void *src, size_t used, size_t len);
 
+/* Change the bound (not below one entry per shard in effect; evicts at
+ * once). No effect on a cache created disabled. */
+void csdfs_cache_set_budget(struct csdfs_cache *c, size_t bytes);
+
 /* Counters for the status page. */
 void csdfs_cache_stats(struct csdfs_cache *c, uint64_t *hits, uint64_t *misses,
 		       size_t *bytes);

@@ -76,6 +76,54 @@ START_TEST(test_budget_lru)
 }
 END_TEST
 
+START_TEST(test_set_budget)
+{
+	size_t budget = 64 * CS * 16;
+	struct csdfs_cache *c = csdfs_cache_new(budget);
+	char buf[CS];
+	uint64_t hits, misses;
+	size_t bytes;
+
+	memset(buf, 9, sizeof(buf));
+	for (uint64_t i = 0; i < 2000; i++) {
+		struct csdfs_cache_key k = { 2, i, i * 4096, (uint32_t)i };
+
+		csdfs_cache_put(c, &k, buf, CS, CS);
+	}
+	csdfs_cache_stats(c, &hits, &misses, &bytes);
+	ck_assert_uint_gt(bytes, budget / 2);
+	/* Shrinking evicts at once, oldest first, and bounds later puts. */
+	csdfs_cache_set_budget(c, budget / 4);
+	csdfs_cache_stats(c, &hits, &misses, &bytes);
+	ck_assert_uint_le(bytes, budget / 4);
+	{
+		struct csdfs_cache_key last = { 2, 1999, 1999 * 4096, 1999 };
+		struct csdfs_cache_key first = { 2, 0, 0, 0 };
+
+		ck_assert_int_eq(csdfs_cache_get(c, &last, buf, CS), 0);
+		ck_assert_int_eq(csdfs_cache_get(c, &first, buf, CS), -ENOENT);
+	}
+	for (uint64_t i = 2000; i < 3000; i++) {
+		struct csdfs_cache_key k = { 2, i, i * 4096, (uint32_t)i };
+
+		csdfs_cache_put(c, &k, buf, CS, CS);
+		csdfs_cache_stats(c, &hits, &misses, &bytes);
+		ck_assert_uint_le(bytes, budget / 4);
+	}
+	/* Growing again lets it fill up to the new bound. */
+	csdfs_cache_set_budget(c, budget);
+	for (uint64_t i = 3000; i < 5000; i++) {
+		struct csdfs_cache_key k = { 2, i, i * 4096, (uint32_t)i };
+
+		csdfs_cache_put(c, &k, buf, CS, CS);
+	}
+	csdfs_cache_stats(c, &hits, &misses, &bytes);
+	ck_assert_uint_gt(bytes, budget / 2);
+	ck_assert_uint_le(bytes, budget);
+	csdfs_cache_free(c);
+}
+END_TEST
+
 START_TEST(test_disabled)
 {
 	struct csdfs_cache *c = csdfs_cache_new(0);
@@ -164,6 +212,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_hit_miss);
 	tcase_add_test(tc, test_budget_lru);
+	tcase_add_test(tc, test_set_budget);
 	tcase_add_test(tc, test_disabled);
 	tcase_add_test(tc, test_pool);
 	suite_add_tcase(s, tc);
