@@ -141,6 +141,20 @@ int csdfs_cache_get(struct csdfs_cache *c, const struct csdfs_cache_key *key,
 	return -ENOENT;
 }
 
+/* Drop least recently used entries until the shard holds at most @limit
+ * bytes (shard lock held). */
+static void evict_to(struct shard *s, size_t limit)
+{
+	while (s->bytes > limit && s->tail) {
+		struct entry *v = s->tail;
+
+		lru_unlink(s, v);
+		hash_unlink(s, v, (key_hash(&v->key) / SHARDS) % BUCKETS);
+		s->bytes -= v->len;
+		free(v);
+	}
+}
+
 void csdfs_cache_put(struct csdfs_cache *c, const struct csdfs_cache_key *key,
 		     const void *src, size_t used, size_t len)
 {
@@ -171,14 +185,7 @@ void csdfs_cache_put(struct csdfs_cache *c, const struct csdfs_cache_key *key,
 		free(e);
 		return;
 	}
-	while (s->bytes + len > s->budget && s->tail) {
-		struct entry *v = s->tail;
-
-		lru_unlink(s, v);
-		hash_unlink(s, v, (key_hash(&v->key) / SHARDS) % BUCKETS);
-		s->bytes -= v->len;
-		free(v);
-	}
+	evict_to(s, s->budget > len ? s->budget - len : 0);
 	e->hnext = s->buckets[b];
 	s->buckets[b] = e;
 	lru_push(s, e);
@@ -195,14 +202,7 @@ void csdfs_cache_set_budget(struct csdfs_cache *c, size_t bytes)
 
 		pthread_mutex_lock(&s->lock);
 		s->budget = bytes / SHARDS;
-		while (s->bytes > s->budget && s->tail) {
-			struct entry *v = s->tail;
-
-			lru_unlink(s, v);
-			hash_unlink(s, v, (key_hash(&v->key) / SHARDS) % BUCKETS);
-			s->bytes -= v->len;
-			free(v);
-		}
+		evict_to(s, s->budget);
 		pthread_mutex_unlock(&s->lock);
 	}
 }

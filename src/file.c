@@ -749,6 +749,21 @@ static void touch_atime(struct csdfs_vol *vol, uint64_t ino)
 ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 		      size_t size, uint64_t off)
 {
+	return csdfs_fs_read_with(vol, ino, buf, size, off, NULL, NULL);
+}
+
+/*
+ * @around, if given, also gets the rest of a partly read chunk (up to EOF),
+ * decoded anyway, so the kernel can cache it as btrfs caches the rest of a
+ * compressed extent, and a random reader's next access to the same chunk
+ * needs no round trip. Only while the inode never had a writer: the kernel
+ * then holds no dirty page of it that stale bytes could overwrite;
+ * csdfs_fs_note_writer() and truncate wait for us (io_lock).
+ */
+ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
+			   size_t size, uint64_t off, csdfs_around_fn around,
+			   void *arg)
+{
 	struct csdfs_chunk_disk *recs = NULL;
 	struct csdfs_inode_disk rec;
 	struct csdfs_inode *in;
@@ -763,6 +778,12 @@ ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	if (!in)
 		return -ENOMEM;
 	pthread_rwlock_rdlock(&in->io_lock);
+	if (around) {
+		pthread_mutex_lock(&vol->itable.lock);
+		if (in->had_writer)
+			around = NULL;
+		pthread_mutex_unlock(&vol->itable.lock);
+	}
 	rc = csdfs_op_begin_read(vol, &op);
 	if (rc)
 		goto out;
@@ -852,9 +873,16 @@ ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 			}
 			rc = load_chunk(vol, ino, first + i, cs, &recs[i], out, scratch, false);
 		} else {
+			uint64_t cend = cstart + cs < rec.size ? cstart + cs : rec.size;
+
 			rc = load_chunk(vol, ino, first + i, cs, &recs[i], tmp, scratch, true);
 			if (!rc)
 				memcpy(out, tmp + (s - cstart), e - s);
+			if (!rc && around && cstart < s && around(arg, cstart, tmp, s - cstart))
+				around = NULL;
+			if (!rc && around && e < cend &&
+			    around(arg, e, tmp + (e - cstart), cend - e))
+				around = NULL;
 		}
 	}
 out:
@@ -867,63 +895,6 @@ out:
 		touch_atime(vol, ino);
 	csdfs_inode_put(vol, in);
 	return rc ? rc : (ssize_t)size;
-}
-
-/*
- * After a read of [off, off + len): hand @fn the rest of the chunks it
- * touched (up to EOF), decoded, so the kernel can cache them as btrfs
- * caches the rest of a compressed extent, and a random reader's next
- * access to the same chunk needs no round trip. Only while the inode never
- * had a writer: the kernel then holds no dirty page of it that stale bytes
- * could overwrite; csdfs_fs_note_writer() waits for us (io_lock), and
- * truncate too. Errors are not the caller's concern: nothing is handed.
- */
-void csdfs_fs_read_around(struct csdfs_vol *vol, uint64_t ino, uint64_t off,
-			  size_t len, csdfs_around_fn fn, void *arg)
-{
-	struct csdfs_inode_disk rec;
-	struct csdfs_inode *in;
-	char *tmp = NULL, *scratch = NULL;
-	uint64_t end, first, last;
-	bool writer;
-	uint32_t cs;
-
-	in = csdfs_inode_get(vol, ino);
-	if (!in)
-		return;
-	pthread_rwlock_rdlock(&in->io_lock);
-	pthread_mutex_lock(&vol->itable.lock);
-	writer = in->had_writer;
-	pthread_mutex_unlock(&vol->itable.lock);
-	if (writer || !len || load_reg(vol, ino, &rec) || off >= rec.size)
-		goto out;
-	cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
-	end = off + len < rec.size ? off + len : rec.size;
-	first = off / cs;
-	last = (end - 1) / cs;
-	tmp = malloc(cs);
-	scratch = malloc(csdfs_codec_bound(cs));
-	if (!tmp || !scratch)
-		goto out;
-	/* Only the first and the last chunk can stick out of the range. */
-	for (uint64_t idx = first; idx <= last; idx = idx == last ? last + 1 : last) {
-		uint64_t cstart = idx * cs;
-		uint64_t cend = cstart + cs < rec.size ? cstart + cs : rec.size;
-
-		if ((cstart >= off && cend <= end) ||
-		    load_chunk(vol, ino, idx, cs, NULL, tmp, scratch, true))
-			continue;
-		if (cstart < off && fn(arg, cstart, tmp, off - cstart))
-			break;
-		if (cend > end && end > cstart &&
-		    fn(arg, end, tmp + (end - cstart), cend - end))
-			break;
-	}
-out:
-	pthread_rwlock_unlock(&in->io_lock);
-	csdfs_inode_put(vol, in);
-	free(tmp);
-	free(scratch);
 }
 
 /* ---- resize, zeroing, fallocate, seek ------------------------------------ */

@@ -339,8 +339,7 @@ static int store_pages(void *arg, uint64_t off, const char *buf, size_t n)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct csdfs_fuse *f = ctx(req);   /* req is gone once replied to */
-	struct store_ctx s = { f->se, ino };
+	struct store_ctx s = { ctx(req)->se, ino };
 	char *buf = malloc(size ? size : 1);
 	ssize_t n;
 
@@ -348,17 +347,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = csdfs_fs_read(f->vol, ino, buf, size, (uint64_t)off);
+	/* A cached read of part of a chunk (a random reader: no readahead)
+	 * also gives the kernel the rest of the chunk, decoded anyway. */
+	n = csdfs_fs_read_with(vol_of(req), ino, buf, size, (uint64_t)off,
+			       s.se && !fi->direct_io && !(fi->flags & O_DIRECT) ?
+			       store_pages : NULL, &s);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);
-	/* A cached read of part of a chunk (a random reader: no readahead):
-	 * give the kernel the rest of the chunk we decoded anyway. */
-	if (n > 0 && s.se && !fi->direct_io && !(fi->flags & O_DIRECT))
-		csdfs_fs_read_around(f->vol, ino, (uint64_t)off, (size_t)n,
-				     store_pages, &s);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,

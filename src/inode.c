@@ -233,7 +233,7 @@ void csdfs_fs_note_writer(struct csdfs_vol *vol, uint64_t ino)
 
 	if (!in)
 		return;
-	/* Exclusive: waits for csdfs_fs_read_around() calls, which hold
+	/* Exclusive: waits for csdfs_fs_read_with() calls, which hold
 	 * io_lock shared while they hand the kernel pages of this file. */
 	pthread_rwlock_wrlock(&in->io_lock);
 	pthread_mutex_lock(&vol->itable.lock);

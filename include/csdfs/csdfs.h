@@ -161,6 +161,13 @@ void csdfs_dirsnap_free(struct csdfs_dirsnap *snap);
 /* Data. */
 ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 		      size_t size, uint64_t off);
+/* The same, also handing @around the decoded rest of a chunk the read
+ * covers in part, for the kernel's page cache (see file.c). @around
+ * returns non-zero to stop being called. */
+typedef int (*csdfs_around_fn)(void *arg, uint64_t off, const char *buf, size_t n);
+ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
+			   size_t size, uint64_t off, csdfs_around_fn around,
+			   void *arg);
 /* csdfs_fs_write flags. */
 #define CSDFS_WRITE_SYNC       0x1u /* durable on return (O_SYNC / O_DSYNC) */
 #define CSDFS_WRITE_KEEP_TIMES 0x2u /* leave mtime/ctime alone: the kernel's
@@ -169,11 +176,6 @@ ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 		       size_t size, uint64_t off, unsigned flags);
 int csdfs_fs_fsync(struct csdfs_vol *vol, uint64_t ino);
-/* After a read: the decoded rest of the chunks it touched, for the
- * kernel's page cache; see file.c. @fn returns non-zero to stop. */
-typedef int (*csdfs_around_fn)(void *arg, uint64_t off, const char *buf, size_t n);
-void csdfs_fs_read_around(struct csdfs_vol *vol, uint64_t ino, uint64_t off,
-			  size_t len, csdfs_around_fn fn, void *arg);
 int csdfs_fs_fallocate(struct csdfs_vol *vol, uint64_t ino, int mode,
 		       uint64_t off, uint64_t len);
 /* @whence: SEEK_DATA or SEEK_HOLE. @return 0 with *@res, -ENXIO. */
