@@ -50,6 +50,17 @@ static int kill_privs(fuse_req_t req, fuse_ino_t ino)
 	return rc < 0 ? rc : 0;
 }
 
+/* Reply with attributes, remembering the st_blocks the kernel caches. */
+static void reply_attr(fuse_req_t req, fuse_ino_t ino, int rc, const struct stat *st)
+{
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	csdfs_fs_note_shown_blocks(vol_of(req), ino, (uint64_t)st->st_blocks);
+	fuse_reply_attr(req, st, ctx(req)->attr_timeout);
+}
+
 /* Reply with a new entry and count the kernel's reference. */
 static void reply_entry(fuse_req_t req, int rc, const struct stat *st)
 {
@@ -65,6 +76,7 @@ static void reply_entry(fuse_req_t req, int rc, const struct stat *st)
 	e.attr_timeout = ctx(req)->attr_timeout;
 	e.entry_timeout = ctx(req)->attr_timeout;
 	csdfs_fs_ref(vol_of(req), st->st_ino);
+	csdfs_fs_note_shown_blocks(vol_of(req), st->st_ino, (uint64_t)st->st_blocks);
 	if (fuse_reply_entry(req, &e) == -ENOENT)
 		csdfs_fs_forget(vol_of(req), st->st_ino, 1);  /* interrupted */
 }
@@ -117,10 +129,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	int rc = csdfs_fs_getattr(vol_of(req), ino, &st);
 
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_attr(req, &st, ctx(req)->attr_timeout);
+	reply_attr(req, ino, rc, &st);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -148,10 +157,19 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	rc = kill_privs(req, ino);
 	if (!rc)
 		rc = csdfs_fs_setattr(vol_of(req), ino, attr, mask, &st);
-	if (rc)
+	if (rc) {
 		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* The kernel discards the reply to the times-only SETATTR it sends
+	 * itself (writeback cache: flushing its mtime before fsync) and keeps
+	 * the reply to any other: only a reply it surely keeps, or one that
+	 * agrees with what it had anyway, tells what it caches. */
+	if (mask & ~(CSDFS_SET_MTIME | CSDFS_SET_CTIME))
+		csdfs_fs_note_shown_blocks(vol_of(req), ino, (uint64_t)st.st_blocks);
 	else
-		fuse_reply_attr(req, &st, ctx(req)->attr_timeout);
+		csdfs_fs_forget_shown_blocks(vol_of(req), ino, (uint64_t)st.st_blocks);
+	fuse_reply_attr(req, &st, ctx(req)->attr_timeout);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -292,6 +310,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	e.attr = st;
 	e.attr_timeout = e.entry_timeout = ctx(req)->attr_timeout;
 	csdfs_fs_ref(vol_of(req), st.st_ino);
+	csdfs_fs_note_shown_blocks(vol_of(req), st.st_ino, (uint64_t)st.st_blocks);
 	set_open_flags(req, st.st_ino, fi);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT)
 		csdfs_fs_forget(vol_of(req), st.st_ino, 1);
@@ -379,10 +398,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 
 /* With the writeback cache the kernel keeps size and times itself but
  * caches st_blocks from us: once its dirty pages reached us (flush on
- * close, fsync), have it ask again, so `du` is exact after close/fsync. */
+ * close, fsync), have it ask again if they moved the file's blocks, so
+ * `du` is exact after close/fsync. Only then: a fresh GETATTR also makes
+ * the kernel look up security.capability again before the next write,
+ * two round trips per fsync for a database that fsyncs every commit. */
 static void refresh_blocks(fuse_req_t req, fuse_ino_t ino)
 {
-	if (ctx(req)->writeback_cache && ctx(req)->se)
+	if (ctx(req)->writeback_cache && ctx(req)->se &&
+	    csdfs_fs_blocks_changed(vol_of(req), ino))
 		fuse_lowlevel_notify_inval_inode(ctx(req)->se, ino, -1, 0);
 }
 

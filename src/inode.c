@@ -255,6 +255,49 @@ bool csdfs_fs_had_writer(struct csdfs_vol *vol, uint64_t ino)
 	return r;
 }
 
+void csdfs_fs_note_shown_blocks(struct csdfs_vol *vol, uint64_t ino, uint64_t blocks)
+{
+	struct csdfs_inode *in;
+
+	pthread_mutex_lock(&vol->itable.lock);
+	in = find_locked(&vol->itable, ino);
+	if (in) {
+		in->shown_blocks = blocks;
+		in->blocks_shown = true;
+	}
+	pthread_mutex_unlock(&vol->itable.lock);
+}
+
+void csdfs_fs_forget_shown_blocks(struct csdfs_vol *vol, uint64_t ino, uint64_t blocks)
+{
+	struct csdfs_inode *in;
+
+	pthread_mutex_lock(&vol->itable.lock);
+	in = find_locked(&vol->itable, ino);
+	if (in && in->shown_blocks != blocks)
+		in->blocks_shown = false;
+	pthread_mutex_unlock(&vol->itable.lock);
+}
+
+bool csdfs_fs_blocks_changed(struct csdfs_vol *vol, uint64_t ino)
+{
+	struct csdfs_inode *in;
+	struct stat st;
+	bool known = false;
+	uint64_t shown = 0;
+
+	pthread_mutex_lock(&vol->itable.lock);
+	in = find_locked(&vol->itable, ino);
+	if (in && in->blocks_shown) {
+		known = true;
+		shown = in->shown_blocks;
+	}
+	pthread_mutex_unlock(&vol->itable.lock);
+	if (!known || csdfs_fs_getattr(vol, ino, &st))
+		return true;
+	return (uint64_t)st.st_blocks != shown;
+}
+
 void csdfs_inode_touch(struct csdfs_vol *vol, uint64_t ino, uint64_t gen)
 {
 	struct csdfs_inode *in;

@@ -44,6 +44,9 @@ struct csdfs_inode {
 	uint64_t dirty_gen;        /* itable lock: last group that changed it */
 	bool had_writer;           /* itable lock: opened for writing while
 				    * the kernel referenced it */
+	bool blocks_shown;         /* itable lock: shown_blocks is known */
+	uint64_t shown_blocks;     /* itable lock: st_blocks in the kernel's
+				    * last attribute reply */
 	pthread_rwlock_t io_lock;  /* shared: read/write; exclusive: resize */
 	struct csdfs_inode *next;  /* itable lock */
 };

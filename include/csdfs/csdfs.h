@@ -107,6 +107,16 @@ struct csdfs_cred {
 void csdfs_fs_note_writer(struct csdfs_vol *vol, uint64_t ino);
 bool csdfs_fs_had_writer(struct csdfs_vol *vol, uint64_t ino);
 
+/* The kernel caches st_blocks from attribute replies. Record what a reply
+ * gave it; csdfs_fs_blocks_changed() then says whether the file's physical
+ * blocks have moved since (true when nothing was recorded), so that the
+ * cached value is dropped only when it is stale. */
+void csdfs_fs_note_shown_blocks(struct csdfs_vol *vol, uint64_t ino, uint64_t blocks);
+/* A reply the kernel may or may not keep gave it @blocks: forget what was
+ * recorded unless that is the same. */
+void csdfs_fs_forget_shown_blocks(struct csdfs_vol *vol, uint64_t ino, uint64_t blocks);
+bool csdfs_fs_blocks_changed(struct csdfs_vol *vol, uint64_t ino);
+
 /* Drop set-user-ID, set-group-ID and security.capability from a regular
  * file, as an unprivileged write or truncate does: 1 if it dropped any,
  * 0 if there was nothing to drop, or -errno. */

@@ -1745,6 +1745,64 @@ static int c_o_direct(void)
 	return 0;
 }
 
+/* physical bytes the volume reports for "f" (virtual xattr) */
+static long long xattr_physical(void)
+{
+	char v[64];
+	ssize_t n = getxattr("f", "user.csdfs.physical", v, sizeof v - 1);
+
+	if (n <= 0)
+		return -1;
+	v[n] = 0;
+	return atoll(v);
+}
+
+/* st_blocks follows the data after fsync and close, also when the kernel
+ * cached the attributes before the file's blocks changed (SPEC §5) */
+static int c_blocks_follow_data(void)
+{
+	enum { N = 1 << 20 };
+	unsigned char *text, *rnd;
+	struct stat st;
+	int fd;
+
+	EXPECT(!posix_memalign((void **)&text, 4096, N) &&
+	       !posix_memalign((void **)&rnd, 4096, N), "posix_memalign");
+	for (size_t i = 0; i < N; i++)
+		text[i] = "compressible text, the same line again\n"[i % 39];
+	fill_rand(rnd, N, 37);
+	SYS(fd = open("f", O_CREAT | O_RDWR | O_DIRECT, 0644));
+	EXPECT(pwrite(fd, text, N, 0) == N, "O_DIRECT pwrite: %s", strerror(errno));
+	SYS(fsync(fd));
+	SYS(fstat(fd, &st));
+	EXPECT(st.st_blocks * 512 < N / 4, "1 MiB of text takes %lld bytes",
+	       (long long)st.st_blocks * 512);
+	/* the same blocks again: the kernel keeps what it has */
+	EXPECT(pwrite(fd, text, N, 0) == N, "O_DIRECT pwrite: %s", strerror(errno));
+	SYS(fsync(fd));
+	SYS(fstat(fd, &st));
+	EXPECT(st.st_blocks * 512 == xattr_physical(), "st_blocks*512 %lld, physical xattr %lld",
+	       (long long)st.st_blocks * 512, xattr_physical());
+	/* incompressible now: st_blocks must grow at fsync */
+	EXPECT(pwrite(fd, rnd, N, 0) == N, "O_DIRECT pwrite: %s", strerror(errno));
+	SYS(fsync(fd));
+	SYS(fstat(fd, &st));
+	EXPECT(st.st_blocks * 512 >= N, "after an incompressible overwrite and fsync st_blocks*512 "
+	       "is %lld (physical xattr %lld)", (long long)st.st_blocks * 512, xattr_physical());
+	close(fd);
+	/* and shrink again through the page cache, seen after close */
+	SYS(fd = open("f", O_RDWR));
+	SYS(pwrite_all(fd, text, N, 0));
+	close(fd);
+	SYS(stat("f", &st));
+	EXPECT(st.st_blocks * 512 < N / 4 && st.st_blocks * 512 == xattr_physical(),
+	       "after a compressible buffered overwrite and close st_blocks*512 is %lld "
+	       "(physical xattr %lld)", (long long)st.st_blocks * 512, xattr_physical());
+	free(text);
+	free(rnd);
+	return 0;
+}
+
 static int c_o_sync(void)
 {
 	unsigned char model[14096];
@@ -2073,6 +2131,7 @@ static const struct check general[] = {
 	{ "zero_range", c_zero_range, 30 },
 	{ "seek_data_hole", c_seek_data_hole, 30 },
 	{ "o_direct", c_o_direct, 30 },
+	{ "blocks_follow_data", c_blocks_follow_data, 30 },
 	{ "o_sync_dsync", c_o_sync, 30 },
 	{ "fsync_fdatasync", c_fsync, 30 },
 	{ "statfs", c_statfs, 60 },

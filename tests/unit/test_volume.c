@@ -1562,6 +1562,45 @@ START_TEST(test_forget_unlinked)
 }
 END_TEST
 
+/* What the kernel caches of st_blocks: stale only once the data moved. */
+START_TEST(test_shown_blocks)
+{
+	char path[512];
+	struct csdfs_vol *vol = newvol(path, sizeof(path), "shown");
+	size_t len = 256u << 10;
+	char *buf = malloc(len);
+	uint64_t f = mkfile(vol, ROOT, "f");
+	struct stat st;
+
+	rng_state = 37;
+	fill(K_RANDOM, buf, len);
+	/* Not referenced by the kernel, or nothing recorded: always stale. */
+	ck_assert(csdfs_fs_blocks_changed(vol, f));
+	csdfs_fs_ref(vol, f);
+	ck_assert(csdfs_fs_blocks_changed(vol, f));
+	st = getattr(vol, f);
+	csdfs_fs_note_shown_blocks(vol, f, (uint64_t)st.st_blocks);
+	ck_assert(!csdfs_fs_blocks_changed(vol, f));
+	wr(vol, f, buf, len, 0);
+	ck_assert(csdfs_fs_blocks_changed(vol, f));
+	st = getattr(vol, f);
+	csdfs_fs_note_shown_blocks(vol, f, (uint64_t)st.st_blocks);
+	ck_assert(!csdfs_fs_blocks_changed(vol, f));
+	/* A reply the kernel may have kept: same value, still known ... */
+	csdfs_fs_forget_shown_blocks(vol, f, (uint64_t)st.st_blocks);
+	ck_assert(!csdfs_fs_blocks_changed(vol, f));
+	/* ... another value: unknown, so stale even if the data moves back. */
+	csdfs_fs_forget_shown_blocks(vol, f, (uint64_t)st.st_blocks + 8);
+	ck_assert(csdfs_fs_blocks_changed(vol, f));
+	/* Gone with the kernel's last reference. */
+	csdfs_fs_note_shown_blocks(vol, f, (uint64_t)st.st_blocks);
+	csdfs_fs_forget(vol, f, 1);
+	ck_assert(csdfs_fs_blocks_changed(vol, f));
+	close_fsck(vol, path);
+	free(buf);
+}
+END_TEST
+
 /* ---- a full volume ------------------------------------------------------- */
 
 START_TEST(test_full_volume)
@@ -2385,6 +2424,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(life, test_persist_attrs);
 	tcase_add_test(life, test_fsync_durable_without_close);
 	tcase_add_test(life, test_forget_unlinked);
+	tcase_add_test(life, test_shown_blocks);
 	tcase_add_test(life, test_full_volume);
 	tcase_add_loop_test(life, test_full_churn, 0, 2);
 	tcase_add_test(life, test_stray_orphan_record);
