@@ -17,9 +17,11 @@
  * main() removes after all forked tests ran.
  */
 #include <check.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <linux/falloc.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -1601,6 +1603,75 @@ START_TEST(test_shown_blocks)
 }
 END_TEST
 
+/* ---- LMDB's own sync failing --------------------------------------------- */
+
+/* LMDB syncs data.mdb with fdatasync(2) itself, out of reach of the I/O
+ * seam. This definition interposes libc's for liblmdb (tests run forked,
+ * so it arms only the test that sets it): once meta_syncs_left further
+ * syncs of data.mdb succeeded, the next one fails with EIO. */
+static int meta_syncs_left = -1;    /* < 0: not armed */
+
+int fdatasync(int fd)
+{
+	static int (*real)(int);
+	char link[64], target[PATH_MAX];
+	ssize_t n;
+
+	if (!real)
+		real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+	if (meta_syncs_left >= 0) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n > 9 && !memcmp(target + n - 9, "/data.mdb", 9) &&
+		    meta_syncs_left-- == 0) {
+			errno = EIO;
+			return -1;
+		}
+	}
+	return real(fd);
+}
+
+/* A group commit whose LMDB sync fails, either the data pages' (inside
+ * the commit, under the volume lock) or the meta page's (after the lock is
+ * released): the fsync reports EIO, the volume refuses writes from then
+ * on, and reopened it holds the file as of the last good fsync or as the
+ * writes left it, fsck clean. */
+START_TEST(test_meta_sync_fails)
+{
+	char path[512], name[32];
+	size_t len = 64u << 10;
+	char *a = malloc(len), *b = malloc(len), *got = malloc(len);
+	struct csdfs_vol *vol;
+	uint64_t f;
+
+	snprintf(name, sizeof(name), "metasync%d", _i);
+	vol = newvol(path, sizeof(path), name);
+	rng_state = 41;
+	fill(K_RANDOM, a, len);
+	fill(K_HALF, b, len);
+	f = mkfile(vol, ROOT, "f");
+	wr(vol, f, a, len, 0);
+	ck_assert_int_eq(csdfs_fs_fsync(vol, f), 0);
+	wr(vol, f, b, len, 0);
+	meta_syncs_left = _i;         /* 0: the commit's own, 1: the meta page's */
+	ck_assert_int_eq(csdfs_fs_fsync(vol, f), -EIO);
+	ck_assert_int_eq(meta_syncs_left, -1);           /* it did fire */
+	meta_syncs_left = -1;
+	ck_assert_int_eq(csdfs_fs_write(vol, f, a, 4096, 0, false), -EIO);
+	ck_assert_int_eq(csdfs_fs_fsync(vol, f), -EIO);
+	csdfs_vol_close(vol);         /* may fail: the volume failed */
+	fsck_clean(path);
+	vol = openvol(path);
+	ck_assert_int_eq(csdfs_fs_read(vol, f, got, len, 0), (ssize_t)len);
+	ck_assert_msg(!memcmp(got, a, len) || !memcmp(got, b, len),
+		      "after a failed LMDB sync the file is neither the fsynced nor the written data");
+	close_fsck(vol, path);
+	free(a);
+	free(b);
+	free(got);
+}
+END_TEST
+
 /* ---- a full volume ------------------------------------------------------- */
 
 START_TEST(test_full_volume)
@@ -2425,6 +2496,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(life, test_fsync_durable_without_close);
 	tcase_add_test(life, test_forget_unlinked);
 	tcase_add_test(life, test_shown_blocks);
+	tcase_add_loop_test(life, test_meta_sync_fails, 0, 2);
 	tcase_add_test(life, test_full_volume);
 	tcase_add_loop_test(life, test_full_churn, 0, 2);
 	tcase_add_test(life, test_stray_orphan_record);
