@@ -441,9 +441,10 @@ int csdfs_fs_listxattr(struct csdfs_vol *vol, uint64_t ino, char *list,
 
 /* Drop set-user-ID, set-group-ID (when group-executable: otherwise it
  * means mandatory locking) and security.capability, as a local filesystem
- * does when an unprivileged process writes or truncates a file, or its
- * owner changes. Checked first in a read operation: the common case, a
- * file with nothing to drop, changes nothing. Returns 1 when it dropped
+ * does when an unprivileged process writes or truncates a file, or the
+ * owner of anything but a directory changes (FIFOs and device nodes too,
+ * as the VFS's chown does). Checked first in a read operation: the common
+ * case, nothing to drop, changes nothing. Returns 1 when it dropped
  * something, 0 when there was nothing to drop, or -errno. */
 int csdfs_fs_kill_privs(struct csdfs_vol *vol, uint64_t ino)
 {
@@ -466,7 +467,7 @@ int csdfs_fs_kill_privs(struct csdfs_vol *vol, uint64_t ino)
 	rc = csdfs_irec_load(op.txn, ino, &rec);
 	if (!rc) {
 		has_cap = !csdfs_meta_get(op.txn, CSDFS_DB_XATTRS, key, klen, &v);
-		if (!S_ISREG(rec.mode) ||
+		if (S_ISDIR(rec.mode) ||
 		    (!(rec.mode & S_ISUID) && (rec.mode & sgid) != sgid && !has_cap))
 			return csdfs_op_end(&op, 0);
 	}

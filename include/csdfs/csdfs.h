@@ -117,9 +117,9 @@ void csdfs_fs_note_shown_blocks(struct csdfs_vol *vol, uint64_t ino, uint64_t bl
 void csdfs_fs_forget_shown_blocks(struct csdfs_vol *vol, uint64_t ino, uint64_t blocks);
 bool csdfs_fs_blocks_changed(struct csdfs_vol *vol, uint64_t ino);
 
-/* Drop set-user-ID, set-group-ID and security.capability from a regular
- * file, as an unprivileged write or truncate does: 1 if it dropped any,
- * 0 if there was nothing to drop, or -errno. */
+/* Drop set-user-ID, set-group-ID and security.capability from anything
+ * but a directory, as an unprivileged write or truncate, or a chown, does:
+ * 1 if it dropped any, 0 if there was nothing to drop, or -errno. */
 int csdfs_fs_kill_privs(struct csdfs_vol *vol, uint64_t ino);
 
 /* Rename flags (same values as the kernel's RENAME_*). */

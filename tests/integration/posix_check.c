@@ -1241,6 +1241,15 @@ static int c_chown_ctime(void)
 	SYS(chown("f", u, g));
 	SYS(stat("f", &s1));
 	EXPECT(!(s1.st_mode & S_ISUID), "chown left S_ISUID set (mode %o)", s1.st_mode & 07777);
+	/* on anything but a directory: a FIFO too (pjdfstest chown/00.t) */
+	SYS(mkfifo("p", 0644));
+	SYS(chown("p", u, g));
+	SYS(chmod("p", 06555));
+	SYS(chown("p", u, g));
+	SYS(stat("p", &s1));
+	EXPECT((s1.st_mode & 07777) == 0555, "chown of a FIFO left mode %o (want 555)",
+	       s1.st_mode & 07777);
+	SYS(unlink("p"));
 	SYS(symlink("f", "s"));
 	if (root) {
 		SYS(lchown("s", 4321, 8765));
