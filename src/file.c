@@ -757,8 +757,9 @@ ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
  * decoded anyway, so the kernel can cache it as btrfs caches the rest of a
  * compressed extent, and a random reader's next access to the same chunk
  * needs no round trip. Only while the inode never had a writer: the kernel
- * then holds no dirty page of it that stale bytes could overwrite;
- * csdfs_fs_note_writer() and truncate wait for us (io_lock).
+ * then holds no dirty page of it that stale bytes could overwrite. It gets
+ * the file's store generation too: whoever hands the bytes to the kernel
+ * later does so through csdfs_fs_if_unchanged().
  */
 ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 			   size_t size, uint64_t off, csdfs_around_fn around,
@@ -771,6 +772,7 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	char *tmp = NULL, *scratch = NULL;
 	uint64_t first, last, n, end;
 	bool *have = NULL, need_atime = false;
+	uint64_t gen;
 	uint32_t cs;
 	int rc;
 
@@ -778,6 +780,7 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	if (!in)
 		return -ENOMEM;
 	pthread_rwlock_rdlock(&in->io_lock);
+	gen = __atomic_load_n(&in->store_gen, __ATOMIC_RELAXED);
 	if (around) {
 		pthread_mutex_lock(&vol->itable.lock);
 		if (in->had_writer)
@@ -878,10 +881,11 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 			rc = load_chunk(vol, ino, first + i, cs, &recs[i], tmp, scratch, true);
 			if (!rc)
 				memcpy(out, tmp + (s - cstart), e - s);
-			if (!rc && around && cstart < s && around(arg, cstart, tmp, s - cstart))
+			if (!rc && around && cstart < s &&
+			    around(arg, gen, cstart, tmp, s - cstart))
 				around = NULL;
 			if (!rc && around && e < cend &&
-			    around(arg, e, tmp + (e - cstart), cend - e))
+			    around(arg, gen, e, tmp + (e - cstart), cend - e))
 				around = NULL;
 		}
 	}
@@ -1006,7 +1010,7 @@ int csdfs_file_truncate(struct csdfs_vol *vol, uint64_t ino, uint64_t size,
 	in = csdfs_inode_get(vol, ino);
 	if (!in)
 		return -ENOMEM;
-	pthread_rwlock_wrlock(&in->io_lock);
+	csdfs_inode_lock_exclusive(vol, in);
 	rc = load_reg(vol, ino, &rec);
 	if (rc)
 		goto out;
@@ -1059,7 +1063,7 @@ int csdfs_fs_fallocate(struct csdfs_vol *vol, uint64_t ino, int mode,
 	in = csdfs_inode_get(vol, ino);
 	if (!in)
 		return -ENOMEM;
-	pthread_rwlock_wrlock(&in->io_lock);
+	csdfs_inode_lock_exclusive(vol, in);
 	rc = load_reg(vol, ino, &rec);
 	if (rc)
 		goto out;

@@ -14,6 +14,7 @@
 #include "csdfs/log.h"
 #include "fuse_io.h"
 #include "fuse_ops.h"
+#include "fuse_store.h"
 
 #define MAX_WRITE (1u << 20)
 
@@ -341,24 +342,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-struct store_ctx {
-	struct fuse_session *se;
-	fuse_ino_t ino;
-};
-
-static int store_pages(void *arg, uint64_t off, const char *buf, size_t n)
-{
-	struct store_ctx *s = arg;
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
-
-	bv.buf[0].mem = (void *)buf;
-	return fuse_lowlevel_notify_store(s->se, s->ino, (off_t)off, &bv, 0);
-}
-
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct store_ctx s = { ctx(req)->se, ino };
+	struct csdfs_store_ctx s = { ctx(req)->stores, ino };
 	char *buf = malloc(size ? size : 1);
 	ssize_t n;
 
@@ -369,8 +356,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* A cached read of part of a chunk (a random reader: no readahead)
 	 * also gives the kernel the rest of the chunk, decoded anyway. */
 	n = csdfs_fs_read_with(vol_of(req), ino, buf, size, (uint64_t)off,
-			       s.se && !fi->direct_io && !(fi->flags & O_DIRECT) ?
-			       store_pages : NULL, &s);
+			       s.q && !fi->direct_io && !(fi->flags & O_DIRECT) ?
+			       csdfs_store_queue : NULL, &s);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else

@@ -11,6 +11,7 @@
 struct csdfs_fuse {
 	struct csdfs_vol *vol;
 	struct fuse_session *se;
+	struct csdfs_stores *stores;  /* page-cache stores (fuse_store.c) */
 	int writeback_cache;
 	double attr_timeout;
 	uint64_t max_dirty;        /* the mount's dirty-page budget, if set */

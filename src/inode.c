@@ -127,6 +127,7 @@ struct csdfs_inode *csdfs_inode_get(struct csdfs_vol *vol, uint64_t ino)
 			return NULL;
 		}
 		in->ino = ino;
+		in->store_gen = __atomic_add_fetch(&vol->store_seq, 1, __ATOMIC_RELAXED);
 		/* Unknown history: assume it changed in the open group, so a
 		 * first fsync commits rather than miss a change. */
 		in->dirty_gen = __atomic_load_n(&vol->gen, __ATOMIC_RELAXED);
@@ -235,12 +236,45 @@ void csdfs_fs_note_writer(struct csdfs_vol *vol, uint64_t ino)
 		return;
 	/* Exclusive: waits for csdfs_fs_read_with() calls, which hold
 	 * io_lock shared while they hand the kernel pages of this file. */
-	pthread_rwlock_wrlock(&in->io_lock);
+	csdfs_inode_lock_exclusive(vol, in);
 	pthread_mutex_lock(&vol->itable.lock);
 	in->had_writer = true;
 	pthread_mutex_unlock(&vol->itable.lock);
 	pthread_rwlock_unlock(&in->io_lock);
 	csdfs_inode_put(vol, in);
+}
+
+void csdfs_inode_lock_exclusive(struct csdfs_vol *vol, struct csdfs_inode *in)
+{
+	pthread_rwlock_wrlock(&in->io_lock);
+	__atomic_store_n(&in->store_gen,
+			 __atomic_add_fetch(&vol->store_seq, 1, __ATOMIC_RELAXED),
+			 __ATOMIC_RELAXED);
+}
+
+int csdfs_fs_if_unchanged(struct csdfs_vol *vol, uint64_t ino, uint64_t gen,
+			  int (*fn)(void *arg), void *arg)
+{
+	struct csdfs_inode *in;
+	bool writer;
+	int rc = -ESTALE;
+
+	pthread_mutex_lock(&vol->itable.lock);
+	in = find_locked(&vol->itable, ino);
+	if (in)
+		in->refs++;
+	pthread_mutex_unlock(&vol->itable.lock);
+	if (!in)
+		return -ESTALE;     /* forgotten: its pages went with it */
+	pthread_rwlock_rdlock(&in->io_lock);
+	pthread_mutex_lock(&vol->itable.lock);
+	writer = in->had_writer;
+	pthread_mutex_unlock(&vol->itable.lock);
+	if (!writer && __atomic_load_n(&in->store_gen, __ATOMIC_RELAXED) == gen)
+		rc = fn(arg);
+	pthread_rwlock_unlock(&in->io_lock);
+	csdfs_inode_put(vol, in);
+	return rc;
 }
 
 bool csdfs_fs_had_writer(struct csdfs_vol *vol, uint64_t ino)

@@ -18,6 +18,7 @@
 #include "fuse_bdi.h"
 #include "fuse_io.h"
 #include "fuse_ops.h"
+#include "fuse_store.h"
 
 struct options {
 	char *volume;
@@ -254,12 +255,18 @@ int main(int argc, char *argv[])
 		csdfs_log(LOG_ERR, "cannot start the commit thread: %s", strerror(-rc));
 		goto out_unmount;
 	}
+	f.stores = csdfs_stores_start(se, f.vol);
+	if (!f.stores)
+		csdfs_log(LOG_WARNING, "cannot start the page-cache store thread: "
+			  "random reads will cost more round trips");
 	loop = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(loop, 0);
 	fuse_loop_cfg_set_max_threads(loop, o.max_threads ? o.max_threads : 16);
 	fuse_loop_cfg_set_idle_threads(loop, 8);
 	ret = fuse_session_loop_mt(se, loop) ? 1 : 0;
 	fuse_loop_cfg_destroy(loop);
+	csdfs_stores_stop(f.stores);
+	f.stores = NULL;
 
 out_unmount:
 	fuse_session_unmount(se);

@@ -48,6 +48,8 @@ struct csdfs_inode {
 	uint64_t shown_blocks;     /* itable lock: st_blocks in the kernel's
 				    * last attribute reply */
 	pthread_rwlock_t io_lock;  /* shared: read/write; exclusive: resize */
+	uint64_t store_gen;        /* atomic: new whenever io_lock is taken
+				    * exclusively, and for every new entry */
 	struct csdfs_inode *next;  /* itable lock */
 };
 
@@ -93,6 +95,7 @@ struct csdfs_vol {
 	uint64_t cache_size;       /* the configured memory budget */
 	struct csdfs_pool *pool;   /* compression workers (thread-safe itself) */
 	uint64_t bad_seen[CSDFS_BAD_SEEN]; /* lock: pa + 1 of reported bad chunks */
+	uint64_t store_seq;        /* atomic: last csdfs_inode.store_gen given */
 };
 
 struct csdfs_mixdelta {
@@ -142,6 +145,9 @@ int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
 void csdfs_irec_to_stat(uint64_t ino, const struct csdfs_inode_disk *rec,
 			struct stat *st);
 struct csdfs_inode *csdfs_inode_get(struct csdfs_vol *vol, uint64_t ino);
+/* Take @in's io_lock exclusively: the data may change, so what a read
+ * returned before must no longer reach the kernel's cache (store_gen). */
+void csdfs_inode_lock_exclusive(struct csdfs_vol *vol, struct csdfs_inode *in);
 void csdfs_inode_put(struct csdfs_vol *vol, struct csdfs_inode *in);
 /* Record that @ino changed in group @gen / read that (UINT64_MAX when the
  * inode is not in memory: unknown, so assume not yet durable). */

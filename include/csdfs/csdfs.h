@@ -107,6 +107,13 @@ struct csdfs_cred {
 void csdfs_fs_note_writer(struct csdfs_vol *vol, uint64_t ino);
 bool csdfs_fs_had_writer(struct csdfs_vol *vol, uint64_t ino);
 
+/* Run @fn(@arg) while @ino's data is still what a csdfs_fs_read_with()
+ * that reported @gen read: no writer opened it and nothing resized or
+ * punched it since; writers and truncate wait until @fn returns. Returns
+ * what @fn returned, or -ESTALE without calling it. */
+int csdfs_fs_if_unchanged(struct csdfs_vol *vol, uint64_t ino, uint64_t gen,
+			  int (*fn)(void *arg), void *arg);
+
 /* The kernel caches st_blocks from attribute replies. Record what a reply
  * gave it; csdfs_fs_blocks_changed() then says whether the file's physical
  * blocks have moved since (true when nothing was recorded), so that the
@@ -174,7 +181,8 @@ ssize_t csdfs_fs_read(struct csdfs_vol *vol, uint64_t ino, char *buf,
 /* The same, also handing @around the decoded rest of a chunk the read
  * covers in part, for the kernel's page cache (see file.c). @around
  * returns non-zero to stop being called. */
-typedef int (*csdfs_around_fn)(void *arg, uint64_t off, const char *buf, size_t n);
+typedef int (*csdfs_around_fn)(void *arg, uint64_t gen, uint64_t off,
+			       const char *buf, size_t n);
 ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 			   size_t size, uint64_t off, csdfs_around_fn around,
 			   void *arg);

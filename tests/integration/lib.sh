@@ -47,6 +47,7 @@ VOL=
 MNT=
 REF=
 DAEMON_PID=
+FUSE_CONN=      # major:minor of the mount mount_vol made last
 BG_PIDS=()
 T_START=$SECONDS
 
@@ -247,6 +248,7 @@ mount_vol() {
 	DAEMON_PID=$!
 	for ((i = 0; i < 100; i++)); do
 		if mountpoint -q "$MNT"; then
+			FUSE_CONN=$(awk -v m="$MNT" '$5 == m { c = $3 } END { print c }' /proc/self/mountinfo)
 			# the first access waits for FUSE_INIT; make sure it answers
 			if timeout 10 stat "$MNT" >/dev/null 2>&1; then
 				return 0
@@ -303,6 +305,7 @@ umount_vol() {
 	fi
 	if ! wait_daemon_exit 60; then
 		fail "umount: csdfs still running 60 s after unmount; killing it"
+		abort_fuse_conn "$FUSE_CONN"    # if stuck in the kernel, SIGKILL is not enough
 		kill -9 "$DAEMON_PID" 2>/dev/null
 		{ wait "$DAEMON_PID"; } 2>/dev/null
 		DAEMON_PID=
@@ -395,10 +398,35 @@ as_user_init() {
 
 # ---------- cleanup ----------
 
+# abort_fuse_conn DEV: end the FUSE connection of device DEV (major:minor,
+# from mountinfo: stat on a stuck mount would hang; mount_vol records ours
+# in FUSE_CONN) (root; fusectl). A daemon deadlocked inside the kernel survives SIGKILL, and so
+# do its callers, until its connection ends.
+abort_fuse_conn() {
+	local c=/sys/fs/fuse/connections
+	[ "$(id -u)" = 0 ] || return 0
+	mountpoint -q "$c" || mount -t fusectl none "$c" 2>/dev/null || return 0
+	[ -w "$c/${1#*:}/abort" ] && echo 1 >"$c/${1#*:}/abort" 2>/dev/null
+	return 0
+}
+
 cleanup() {
 	local rc=$? p m i
 	trap - EXIT INT TERM
 	set +e
+	# a mount still there now belongs to a failed or interrupted test: end
+	# its connection first, so nothing below can wait on it for ever
+	if [ -n "$WORK" ]; then
+		while read -r _ _ dev _ m _; do
+			m=$(printf '%b' "$m")
+			case $m in "$WORK"/*) abort_fuse_conn "$dev" ;; esac
+		done </proc/self/mountinfo
+	fi
+	# and that of our daemon if it still runs, even when its mount was
+	# detached already (while it runs, the connection is still its own)
+	if [ -n "$DAEMON_PID" ] && pid_alive "$DAEMON_PID"; then
+		abort_fuse_conn "$FUSE_CONN"
+	fi
 	# `timeout` leads its own process group: kill the group, so the command
 	# it runs dies too (a process stuck in a FUSE request dies on SIGKILL)
 	for p in "${BG_PIDS[@]}"; do

@@ -34,6 +34,29 @@ stress same-file-direct "$MNT/s2" -w 4 -r 4 -t 3 -s 8 -m same -g 8 -D -S "$WORK/
 log "[$((SECONDS - T_START)) s] data: one file per writer, buffered"
 stress different-files "$MNT/s3" -w 4 -r 4 -t 2 -s 8 -m diff -S "$WORK/state.s3"
 
+# 4 random readers of one file nobody writes: every partly read chunk's
+# rest goes to the kernel's page cache, which must never wait on a page
+# another reader's READ holds (this hung within a second when the stores
+# ran on the worker threads)
+if command -v fio >/dev/null; then
+	log "[$((SECONDS - T_START)) s] data: 4 random readers of one file, page-cache stores"
+	bounded 60 fio --name=w --filename="$MNT/rr" --rw=write --bs=1M --size=64m \
+		--buffer_compress_percentage=50 --refill_buffers --end_fsync=1 >"$WORK/rr.out" 2>&1
+	for round in 1 2 3; do
+		sync
+		echo 3 >/proc/sys/vm/drop_caches 2>/dev/null
+		if ! bounded 60 fio --name=r --filename="$MNT/rr" --rw=randread --bs=4k --size=64m \
+			--runtime=3 --time_based --numjobs=4 --group_reporting >>"$WORK/rr.out" 2>&1; then
+			break
+		fi
+	done
+	check_eq "4 random readers, 3 rounds of 3 s: all finished" 3 "$round"
+	[ "$round" = 3 ] || finish    # the mount is stuck: nothing more to learn
+	rm -f "$MNT/rr"
+else
+	skip_check "4 random readers (fio missing)"
+fi
+
 log "[$((SECONDS - T_START)) s] namespace: 4 processes in one directory"
 stress namespace "$MNT/ns" -P 4 -t 3
 (cd "$MNT/ns" && ls -A | LC_ALL=C sort) >"$WORK/ns.before"

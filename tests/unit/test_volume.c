@@ -1672,6 +1672,73 @@ START_TEST(test_meta_sync_fails)
 }
 END_TEST
 
+/* The rest of a partly read chunk, for the kernel's cache: handed out with
+ * the file's store generation, usable only while nothing changed. */
+static uint64_t around_gen;
+static size_t around_bytes;
+
+static int around_cb(void *arg, uint64_t gen, uint64_t off, const char *buf, size_t n)
+{
+	(void)arg;
+	(void)off;
+	(void)buf;
+	around_gen = gen;
+	around_bytes += n;
+	return 0;
+}
+
+static int store_cb(void *arg)
+{
+	return *(int *)arg;
+}
+
+START_TEST(test_store_if_unchanged)
+{
+	char path[512];
+	struct csdfs_vol *vol = newvol(path, sizeof(path), "store");
+	size_t len = 64u << 10;
+	char *buf = malloc(len), got[4096];
+	uint64_t f = mkfile(vol, ROOT, "f"), g = mkfile(vol, ROOT, "g");
+	struct stat in;
+	int v = 7;
+
+	rng_state = 43;
+	fill(K_HALF, buf, len);
+	wr(vol, f, buf, len, 0);
+	wr(vol, g, buf, len, 0);
+	csdfs_fs_ref(vol, f);
+	csdfs_fs_ref(vol, g);
+	/* 4 KiB in the middle of a 16 KiB chunk: the other 12 KiB around it */
+	around_bytes = 0;
+	ck_assert_int_eq(csdfs_fs_read_with(vol, f, got, sizeof(got), 20480, around_cb, NULL),
+			 (ssize_t)sizeof(got));
+	ck_assert_mem_eq(got, buf + 20480, sizeof(got));
+	ck_assert_uint_eq(around_bytes, 12288);
+	ck_assert_int_eq(csdfs_fs_if_unchanged(vol, f, around_gen, store_cb, &v), 7);
+	ck_assert_int_eq(csdfs_fs_if_unchanged(vol, f, around_gen + 1, store_cb, &v), -ESTALE);
+	/* a truncate in between: stale */
+	memset(&in, 0, sizeof(in));
+	in.st_size = 8192;
+	ck_assert_int_eq(csdfs_fs_setattr(vol, f, &in, CSDFS_SET_SIZE, &in), 0);
+	ck_assert_int_eq(csdfs_fs_if_unchanged(vol, f, around_gen, store_cb, &v), -ESTALE);
+	/* a writer opened it: nothing more is handed out, and old bytes are stale */
+	ck_assert_int_eq(csdfs_fs_read_with(vol, g, got, sizeof(got), 20480, around_cb, NULL),
+			 (ssize_t)sizeof(got));
+	csdfs_fs_note_writer(vol, g);
+	ck_assert_int_eq(csdfs_fs_if_unchanged(vol, g, around_gen, store_cb, &v), -ESTALE);
+	around_bytes = 0;
+	ck_assert_int_eq(csdfs_fs_read_with(vol, g, got, sizeof(got), 36864, around_cb, NULL),
+			 (ssize_t)sizeof(got));
+	ck_assert_uint_eq(around_bytes, 0);
+	/* forgotten by the kernel: its pages are gone, nothing to store */
+	csdfs_fs_forget(vol, f, 1);
+	csdfs_fs_forget(vol, g, 1);
+	ck_assert_int_eq(csdfs_fs_if_unchanged(vol, g, around_gen, store_cb, &v), -ESTALE);
+	close_fsck(vol, path);
+	free(buf);
+}
+END_TEST
+
 /* ---- a full volume ------------------------------------------------------- */
 
 START_TEST(test_full_volume)
@@ -2496,6 +2563,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(life, test_fsync_durable_without_close);
 	tcase_add_test(life, test_forget_unlinked);
 	tcase_add_test(life, test_shown_blocks);
+	tcase_add_test(life, test_store_if_unchanged);
 	tcase_add_loop_test(life, test_meta_sync_fails, 0, 2);
 	tcase_add_test(life, test_full_volume);
 	tcase_add_loop_test(life, test_full_churn, 0, 2);
