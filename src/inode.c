@@ -234,8 +234,9 @@ void csdfs_fs_note_writer(struct csdfs_vol *vol, uint64_t ino)
 
 	if (!in)
 		return;
-	/* Exclusive: waits for csdfs_fs_read_with() calls, which hold
-	 * io_lock shared while they hand the kernel pages of this file. */
+	/* Exclusive: waits for reads and for page-cache stores of this file
+	 * (csdfs_fs_if_unchanged), and renews its store generation, so a
+	 * store of bytes read before cannot reach the kernel after. */
 	csdfs_inode_lock_exclusive(vol, in);
 	pthread_mutex_lock(&vol->itable.lock);
 	in->had_writer = true;
