@@ -28,11 +28,18 @@
 #include <unistd.h>
 
 #include "fuse_io.h"
+#include "fuse_uring.h"
 
 /* Not in Debian 12's <linux/fuse.h> (6.1): bit 36 = flags2 bit 4. */
 #ifndef FUSE_DIRECT_IO_ALLOW_MMAP
 #define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
 #endif
+/* Kernel >= 6.14 with fuse.enable_uring=Y (fuse.h 7.42): flags2 bit 9. */
+#ifndef FUSE_OVER_IO_URING
+#define FUSE_OVER_IO_URING (1ULL << 41)
+#endif
+/* The kernel never asks for less room than this (FUSE_MIN_READ_BUFFER). */
+#define MIN_PAYLOAD 8192u
 
 /* Set by the read of the request this worker thread dispatches next. */
 static _Thread_local bool req_kill;
@@ -43,6 +50,9 @@ static uint64_t init_offered;
 static uint64_t init_added;
 static void (*after_init)(void *);
 static void *after_init_arg;
+static bool offer_uring;
+/* The largest request or reply body the connection allows (INIT reply). */
+static size_t max_payload;
 
 static bool kill_flag_of(const struct fuse_in_header *h, const char *arg, size_t len)
 {
@@ -73,20 +83,18 @@ static bool kill_flag_of(const struct fuse_in_header *h, const char *arg, size_t
 	}
 }
 
-static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+void csdfs_fuse_io_note_request(const void *buf, size_t n)
 {
-	ssize_t n = read(fd, buf, len);
 	struct fuse_in_header h;
 	const char *arg = (const char *)buf + sizeof(h);
 
-	(void)userdata;
 	req_kill = false;
-	if (n < (ssize_t)sizeof(h))
-		return n;
+	if (n < sizeof(h))
+		return;
 	memcpy(&h, buf, sizeof(h));
-	if (h.opcode == FUSE_INIT && (size_t)n >= sizeof(h) + offsetof(struct fuse_init_in, flags2)) {
+	if (h.opcode == FUSE_INIT && n >= sizeof(h) + offsetof(struct fuse_init_in, flags2)) {
 		struct fuse_init_in in = { 0 };
-		size_t alen = (size_t)n - sizeof(h);
+		size_t alen = n - sizeof(h);
 
 		memcpy(&in, arg, alen < sizeof(in) ? alen : sizeof(in));
 		init_unique = h.unique;
@@ -94,8 +102,16 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		if ((in.flags & FUSE_INIT_EXT) && alen >= offsetof(struct fuse_init_in, unused))
 			init_offered |= (uint64_t)in.flags2 << 32;
 	} else {
-		req_kill = kill_flag_of(&h, arg, (size_t)n - sizeof(h));
+		req_kill = kill_flag_of(&h, arg, n - sizeof(h));
 	}
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+
+	(void)userdata;
+	csdfs_fuse_io_note_request(buf, n > 0 ? (size_t)n : 0);
 	return n;
 }
 
@@ -103,10 +119,13 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fuse_out_header h;
 	struct fuse_init_out out;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	bool init_reply = false;
 	ssize_t n;
 
 	(void)userdata;
+	if (csdfs_uring_take_reply(iov, count, &n))
+		return n;
 	if (init_unique && count == 2 && iov[0].iov_len == sizeof(h)) {
 		memcpy(&h, iov[0].iov_base, sizeof(h));
 		/* The reply carries at least the flags word (minor >= 5). */
@@ -120,8 +139,15 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 			if ((out.flags & FUSE_INIT_EXT) &&
 			    iov[1].iov_len >= offsetof(struct fuse_init_out, unused)) {
 				init_added |= init_offered & FUSE_DIRECT_IO_ALLOW_MMAP;
+				if (offer_uring)
+					init_added |= init_offered & FUSE_OVER_IO_URING;
 				out.flags2 |= (uint32_t)(init_added >> 32);
 			}
+			max_payload = out.max_write > MIN_PAYLOAD ? out.max_write : MIN_PAYLOAD;
+			if ((out.flags & FUSE_MAX_PAGES) &&
+			    iov[1].iov_len >= offsetof(struct fuse_init_out, map_alignment) &&
+			    (size_t)out.max_pages * page > max_payload)
+				max_payload = (size_t)out.max_pages * page;
 			memcpy(iov[1].iov_base, &out, iov[1].iov_len);
 			init_unique = 0;
 			init_reply = true;
@@ -160,4 +186,14 @@ bool csdfs_fuse_io_killpriv_v2(void)
 bool csdfs_fuse_io_direct_coherent(void)
 {
 	return init_added & FUSE_DIRECT_IO_ALLOW_MMAP;
+}
+
+void csdfs_fuse_io_offer_uring(bool on)
+{
+	offer_uring = on;
+}
+
+size_t csdfs_fuse_io_uring_payload(void)
+{
+	return init_added & FUSE_OVER_IO_URING ? max_payload : 0;
 }

@@ -5,6 +5,7 @@
 #define CSDFS_FUSE_IO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "fuse_ops.h"
 
@@ -12,6 +13,16 @@
  * runs once the kernel has applied the INIT reply (mount settings the
  * kernel resets at INIT can be changed from then on). 0 or -errno. */
 int csdfs_fuse_io_install(struct fuse_session *se, void (*fn)(void *), void *arg);
+/* Before the loop: accept FUSE_OVER_IO_URING if the kernel offers it at
+ * INIT. Only once fuse_uring.c's threads exist: from the INIT reply on,
+ * the kernel holds every request until each CPU queue has a buffer. */
+void csdfs_fuse_io_offer_uring(bool on);
+/* Note a request about to be dispatched by this thread (what io_read does
+ * for requests read from /dev/fuse): its kill-privileges flag, or INIT. */
+void csdfs_fuse_io_note_request(const void *buf, size_t n);
+/* Once INIT accepted io_uring: the payload buffer size each ring entry
+ * needs; 0 when requests stay on /dev/fuse. */
+size_t csdfs_fuse_io_uring_payload(void);
 /* True while handling a write, setattr or open the kernel marked
  * KILL_SUIDGID (the caller lacks CAP_FSETID, or a chown). */
 bool csdfs_fuse_io_req_kills_privs(void);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "csdfs/log.h"
@@ -19,6 +20,7 @@
 #include "fuse_io.h"
 #include "fuse_ops.h"
 #include "fuse_store.h"
+#include "fuse_uring.h"
 
 struct options {
 	char *volume;
@@ -38,6 +40,8 @@ struct options {
 	int no_allow_other;
 	int test_inplace;
 	int nopunch;
+	int uring;
+	int no_uring;
 };
 
 #define OPT(t, p) { t, offsetof(struct options, p), 1 }
@@ -52,6 +56,8 @@ static const struct fuse_opt option_spec[] = {
 	OPT("allow_other", allow_other),
 	OPT("noallow_other", no_allow_other),
 	OPT("nopunch", nopunch),               /* keep freed space in the host file */
+	OPT("uring", uring),                   /* FUSE over io_uring if offered */
+	OPT("nouring", no_uring),
 	OPT("test_inplace", test_inplace),     /* tests only: see csdfs(8) */
 	OPT("-f", foreground),
 	OPT("-d", debug),
@@ -89,11 +95,51 @@ static void usage(FILE *out)
 "                      made (slower): atomic writes (G3) then hold for\n"
 "                      buffered writes too, not only for O_DIRECT and\n"
 "                      O_SYNC/O_DSYNC ones; see csdfs(8)\n"
+"  -o nouring          serve requests through read/write on /dev/fuse even\n"
+"                      when the kernel offers io_uring (the default uses\n"
+"                      io_uring when the fuse module's enable_uring is Y)\n"
 "  -o nopunch          do not punch freed ranges out of the container\n"
 "                      (by default freed space goes back to the host)\n"
 "  -o allow_other      let other users in (default when run as root);\n"
 "                      -o noallow_other turns it off\n"
 "Other -o options are passed to FUSE (see mount.fuse3(8)).\n");
+}
+
+/* What runs once the kernel applied the INIT reply (in the thread that
+ * sent it, before any other request is served). */
+struct after_init {
+	struct csdfs_bdi_tuning *bdi;
+	struct csdfs_uring *uring;
+};
+
+static void after_init(void *arg)
+{
+	struct after_init *a = arg;
+	size_t payload = csdfs_fuse_io_uring_payload();
+
+	if (a->bdi->mountpoint)
+		csdfs_bdi_tune(a->bdi);
+	if (!a->uring)
+		return;
+	if (payload) {
+		csdfs_log(LOG_INFO, "serving FUSE requests over io_uring");
+		csdfs_uring_go(a->uring, payload);
+	} else {
+		csdfs_log(LOG_INFO, "the kernel did not take io_uring at INIT: serving /dev/fuse");
+		csdfs_uring_stop(a->uring);
+		a->uring = NULL;
+	}
+}
+
+/* The fuse module's enable_uring parameter, as the kernel reads it. */
+static bool kernel_offers_uring(void)
+{
+	FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "r");
+	int c = f ? fgetc(f) : EOF;
+
+	if (f)
+		fclose(f);
+	return c == 'Y' || c == '1';
 }
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -136,7 +182,9 @@ int main(int argc, char *argv[])
 	struct csdfs_fuse f = { .attr_timeout = 1.0 };
 	struct options o = { 0 };
 	struct fuse_session *se;
-	char err[512], fsname[4200];
+	struct after_init ai = { 0 };
+	unsigned threads;
+	char err[512], fsname[4200], why[256];
 	struct csdfs_bdi_tuning bdi = {
 		.readahead = 1ull << 20, .max_dirty = CSDFS_BDI_AUTO, .f = &f,
 	};
@@ -234,7 +282,9 @@ int main(int argc, char *argv[])
 	}
 	bdi.mountpoint = getuid() == 0 ? realpath(o.mountpoint, NULL) : NULL;
 	f.se = se;
-	rc = csdfs_fuse_io_install(se, bdi.mountpoint ? csdfs_bdi_tune : NULL, &bdi);
+	ai.bdi = &bdi;
+	threads = o.max_threads ? o.max_threads : 16;
+	rc = csdfs_fuse_io_install(se, after_init, &ai);
 	if (rc)
 		fprintf(stderr, "csdfs: cannot take over /dev/fuse I/O (%s); writes will cost an extra round trip\n",
 			strerror(-rc));
@@ -255,16 +305,35 @@ int main(int argc, char *argv[])
 		csdfs_log(LOG_ERR, "cannot start the commit thread: %s", strerror(-rc));
 		goto out_unmount;
 	}
+	if (!o.no_uring && kernel_offers_uring()) {
+		unsigned nq = (unsigned)get_nprocs_conf();
+
+		/* Enough threads per CPU queue that a few requests blocked
+		 * in fsync do not hold up that CPU's other requests. */
+		ai.uring = csdfs_uring_prepare(se, threads / nq > 4 ? threads / nq : 4,
+					       why, sizeof(why));
+		if (ai.uring)
+			csdfs_fuse_io_offer_uring(true);
+		else
+			csdfs_log(LOG_WARNING, "cannot use io_uring (%s): serving /dev/fuse", why);
+	} else if (o.uring) {
+		csdfs_log(LOG_WARNING, "-o uring: this kernel does not offer FUSE over io_uring "
+			  "(needs Linux >= 6.14 and /sys/module/fuse/parameters/enable_uring = Y)");
+	}
 	f.stores = csdfs_stores_start(se, f.vol);
 	if (!f.stores)
 		csdfs_log(LOG_WARNING, "cannot start the page-cache store thread: "
 			  "random reads will cost more round trips");
 	loop = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(loop, 0);
-	fuse_loop_cfg_set_max_threads(loop, o.max_threads ? o.max_threads : 16);
+	fuse_loop_cfg_set_max_threads(loop, threads);
 	fuse_loop_cfg_set_idle_threads(loop, 8);
 	ret = fuse_session_loop_mt(se, loop) ? 1 : 0;
 	fuse_loop_cfg_destroy(loop);
+	if (ai.uring)
+		csdfs_log(LOG_INFO, "%lu requests came over io_uring", csdfs_uring_served(ai.uring));
+	csdfs_uring_stop(ai.uring);
+	ai.uring = NULL;
 	csdfs_stores_stop(f.stores);
 	f.stores = NULL;
 

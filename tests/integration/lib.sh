@@ -457,6 +457,9 @@ cleanup() {
 	for p in "${EXTRA_DAEMONS[@]}"; do
 		pid_alive "$p" && kill -9 "$p" 2>/dev/null
 	done
+	for p in "${CLEANUP_HOOKS[@]}"; do
+		eval "$p" 2>/dev/null
+	done
 	if [ -n "$WORK" ] && [ -d "$WORK" ]; then
 		chmod -R u+rwX "$WORK" 2>/dev/null
 		rm -rf --one-file-system "$WORK" 2>/dev/null || rm -rf "$WORK"
@@ -464,6 +467,8 @@ cleanup() {
 	exit $rc
 }
 EXTRA_DAEMONS=()
+# shell commands cleanup runs last (e.g. restoring a kernel parameter)
+CLEANUP_HOOKS=()
 
 # daemons_using PATH: pids of processes whose command line mentions PATH
 # (our own unique temp path: finds a daemon we started that daemonised),
