@@ -515,17 +515,55 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-struct csdfs_uring *csdfs_uring_prepare(struct fuse_session *se, unsigned per_queue,
+/* The kernel keeps a queue for every possible CPU (num_possible_cpus(),
+ * which counts hot-pluggable ones too) and serves nothing over io_uring
+ * until each has a buffer: count them as it does. */
+static unsigned possible_cpus(void)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/possible", "r");
+	unsigned lo, hi, max = 0;
+	bool any = false;
+	int sep;
+
+	/* "0-63" or "0,2-5,8" */
+	while (f && fscanf(f, "%u", &lo) == 1) {
+		hi = lo;
+		sep = fgetc(f);
+		if (sep == '-' && fscanf(f, "%u", &hi) == 1)
+			sep = fgetc(f);
+		if (hi >= max)
+			max = hi;
+		any = true;
+		if (sep != ',')
+			break;
+	}
+	if (f)
+		fclose(f);
+	return any ? max + 1 : (unsigned)get_nprocs_conf();
+}
+
+struct csdfs_uring *csdfs_uring_prepare(struct fuse_session *se, unsigned threads,
 					char *why, size_t whylen)
 {
-	unsigned nq = (unsigned)get_nprocs_conf();
+	unsigned nq = possible_cpus(), per_queue, online;
 	struct csdfs_uring *u;
 	int rc = 0;
 
-	if (nq == 0 || nq > 1024 || per_queue == 0) {
-		snprintf(why, whylen, "cannot size the queues (%u CPUs)", nq);
+	if (nq == 0 || nq > CPU_SETSIZE) {
+		snprintf(why, whylen, "cannot size the queues (%u possible CPUs)", nq);
 		return NULL;
 	}
+	u = calloc(1, sizeof(*u));
+	if (!u || sched_getaffinity(0, sizeof(u->all_cpus), &u->all_cpus)) {
+		snprintf(why, whylen, "%s", u ? strerror(errno) : "out of memory");
+		free(u);
+		return NULL;
+	}
+	/* Enough threads per queue that a few requests blocked in fsync do
+	 * not hold up their CPU's other requests. */
+	online = (unsigned)CPU_COUNT(&u->all_cpus);
+	per_queue = online && threads / online > 4 ? threads / online : 4;
+	free(u);
 	u = calloc(1, sizeof(*u) + (size_t)nq * per_queue * sizeof(u->t[0]));
 	if (!u) {
 		snprintf(why, whylen, "out of memory");
@@ -556,6 +594,10 @@ struct csdfs_uring *csdfs_uring_prepare(struct fuse_session *se, unsigned per_qu
 
 		t->u = u;
 		t->qid = i / per_queue;
+		/* A CPU we may not run on (offline, or outside our affinity)
+		 * gets one thread: its queue must exist, it is rarely used. */
+		if (i % per_queue && !CPU_ISSET(t->qid, &u->all_cpus))
+			continue;
 		rc = ring_open(&t->r);
 		if (rc) {
 			snprintf(why, whylen, "io_uring_setup: %s", strerror(-rc));

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "csdfs/log.h"
@@ -306,12 +305,7 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	}
 	if (!o.no_uring && kernel_offers_uring()) {
-		unsigned nq = (unsigned)get_nprocs_conf();
-
-		/* Enough threads per CPU queue that a few requests blocked
-		 * in fsync do not hold up that CPU's other requests. */
-		ai.uring = csdfs_uring_prepare(se, threads / nq > 4 ? threads / nq : 4,
-					       why, sizeof(why));
+		ai.uring = csdfs_uring_prepare(se, threads, why, sizeof(why));
 		if (ai.uring)
 			csdfs_fuse_io_offer_uring(true);
 		else

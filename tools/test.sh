@@ -29,7 +29,7 @@ uring_param=/sys/module/fuse/parameters/enable_uring
 uring_orig=$(cat "$uring_param" 2>/dev/null || true)
 
 run_pass() { # builddir sanitize(0|1) enable_uring(Y|N)
-	local builddir=$1 sanitize=$2 setup_log rc=0
+	local builddir=$1 sanitize=$2 uring=$3 setup_log rc=0
 	local setup_args=() extra=() mult=()
 
 	if [ "$sanitize" = 1 ]; then
@@ -61,8 +61,8 @@ run_pass() { # builddir sanitize(0|1) enable_uring(Y|N)
 		read -r -a extra <<<"$MESON_TEST_ARGS"
 	fi
 	local transport="/dev/fuse"
-	if [ -w "$uring_param" ] && echo "$3" >"$uring_param" 2>/dev/null; then
-		[ "$3" = Y ] && transport="io_uring"
+	if [ -w "$uring_param" ] && echo "$uring" >"$uring_param" 2>/dev/null; then
+		[ "$uring" = Y ] && transport="io_uring"
 	fi
 	echo "== test.sh: $builddir ($([ "$sanitize" = 1 ] && echo 'ASan+UBSan' || echo 'plain build'), FUSE requests over $transport)"
 	meson test -C "$builddir" --suite unit --suite integration \
