@@ -119,7 +119,6 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fuse_out_header h;
 	struct fuse_init_out out;
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	bool init_reply = false;
 	ssize_t n;
 
@@ -143,6 +142,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 					init_added |= init_offered & FUSE_OVER_IO_URING;
 				out.flags2 |= (uint32_t)(init_added >> 32);
 			}
+			size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
 			max_payload = out.max_write > MIN_PAYLOAD ? out.max_write : MIN_PAYLOAD;
 			if ((out.flags & FUSE_MAX_PAGES) &&
 			    iov[1].iov_len >= offsetof(struct fuse_init_out, map_alignment) &&

@@ -547,35 +547,30 @@ struct csdfs_uring *csdfs_uring_prepare(struct fuse_session *se, unsigned thread
 {
 	unsigned nq = possible_cpus(), per_queue, online;
 	struct csdfs_uring *u;
+	cpu_set_t mine;
 	int rc = 0;
 
 	if (nq == 0 || nq > CPU_SETSIZE) {
 		snprintf(why, whylen, "cannot size the queues (%u possible CPUs)", nq);
 		return NULL;
 	}
-	u = calloc(1, sizeof(*u));
-	if (!u || sched_getaffinity(0, sizeof(u->all_cpus), &u->all_cpus)) {
-		snprintf(why, whylen, "%s", u ? strerror(errno) : "out of memory");
-		free(u);
+	if (sched_getaffinity(0, sizeof(mine), &mine)) {
+		snprintf(why, whylen, "sched_getaffinity: %s", strerror(errno));
 		return NULL;
 	}
 	/* Enough threads per queue that a few requests blocked in fsync do
 	 * not hold up their CPU's other requests. */
-	online = (unsigned)CPU_COUNT(&u->all_cpus);
+	online = (unsigned)CPU_COUNT(&mine);
 	per_queue = online && threads / online > 4 ? threads / online : 4;
-	free(u);
 	u = calloc(1, sizeof(*u) + (size_t)nq * per_queue * sizeof(u->t[0]));
-	if (!u) {
+	if (u)
+		u->busy = calloc(nq, sizeof(*u->busy));
+	if (!u || !u->busy) {
 		snprintf(why, whylen, "out of memory");
-		return NULL;
-	}
-	u->busy = calloc(nq, sizeof(*u->busy));
-	if (!u->busy || sched_getaffinity(0, sizeof(u->all_cpus), &u->all_cpus)) {
-		snprintf(why, whylen, "%s", u->busy ? strerror(errno) : "out of memory");
-		free(u->busy);
 		free(u);
 		return NULL;
 	}
+	u->all_cpus = mine;
 	u->se = se;
 	u->nqueues = nq;
 	u->per_queue = per_queue;
