@@ -27,7 +27,8 @@
  * FORGET and INTERRUPT keep using /dev/fuse, served by libfuse's loop.
  *
  * The kernel ABI (fuse.h 7.42) is not in Debian 12's headers; the few
- * structures are declared below.
+ * structures are declared below and in fuse_uring_msg.h, which also holds
+ * the checks of what the kernel puts in an entry.
  */
 #include <errno.h>
 #include <linux/fuse.h>
@@ -50,24 +51,12 @@
 #include "csdfs/log.h"
 #include "fuse_io.h"
 #include "fuse_uring.h"
+#include "fuse_uring_msg.h"
 
-/* --- the kernel's FUSE-over-io_uring ABI (include/uapi/linux/fuse.h) --- */
+/* --- the kernel's FUSE-over-io_uring ABI (include/uapi/linux/fuse.h);
+ * the entry's layout is in fuse_uring_msg.h --- */
 #define URING_CMD_REGISTER 1
 #define URING_CMD_COMMIT_AND_FETCH 2
-
-struct uring_ent_in_out {
-	uint64_t flags;
-	uint64_t commit_id;	/* the request's unique id, echoed at commit */
-	uint32_t payload_sz;	/* bytes used in the payload buffer */
-	uint32_t padding;
-	uint64_t reserved;
-};
-
-struct uring_req_header {
-	char in_out[128];	/* fuse_in_header, then fuse_out_header */
-	char op_in[128];	/* the opcode's fixed argument, if any */
-	struct uring_ent_in_out ent;
-};
 
 struct uring_cmd_req {		/* in the 80-byte command area of an SQE128 */
 	uint64_t flags;
@@ -78,7 +67,7 @@ struct uring_cmd_req {		/* in the 80-byte command area of an SQE128 */
 
 /* Space in front of the payload where a request is rebuilt as the
  * fuse_in_header and fixed argument that /dev/fuse would have sent. */
-#define FRONT 4096u
+#define FRONT CSDFS_URING_FRONT
 #define SQE_SIZE 128u
 #define TAG_ENTRY 1u
 #define TAG_STOP 2u
@@ -262,12 +251,7 @@ static void fuse_cmd(struct ring_thread *t, unsigned op)
 /* Answer the current request with an error (it was not answered). */
 static void reply_error(struct ring_thread *t, int err)
 {
-	struct fuse_out_header oh = {
-		.len = sizeof(oh), .error = -err, .unique = t->unique,
-	};
-
-	memcpy(t->hdr->in_out, &oh, sizeof(oh));
-	t->hdr->ent.payload_sz = 0;
+	csdfs_uring_put_error(t->hdr, t->unique, err);
 	t->replied = true;
 }
 
@@ -275,41 +259,24 @@ bool csdfs_uring_take_reply(const struct iovec *iov, int count, ssize_t *n)
 {
 	struct ring_thread *t = current;
 	struct fuse_out_header oh;
-	size_t total = 0, used = 0, skip = sizeof(oh);
-	char *payload;
+	ssize_t len;
 
 	if (!t || t->replied || count < 1 || iov[0].iov_len < sizeof(oh))
 		return false;
 	memcpy(&oh, iov[0].iov_base, sizeof(oh));
 	if (oh.unique != t->unique)
 		return false;	/* a notification, sent on /dev/fuse */
-	payload = t->area + FRONT;
-	for (int i = 0; i < count; i++) {
-		const char *p = iov[i].iov_base;
-		size_t len = iov[i].iov_len;
-
-		total += len;
-		if (skip) {
-			size_t s = len < skip ? len : skip;
-
-			p += s;
-			len -= s;
-			skip -= s;
-		}
-		if (used + len > t->area_len - FRONT) {
-			csdfs_log(LOG_ERR, "io_uring: a %zu-byte reply does not fit the %zu-byte buffer",
-				  total, t->area_len - FRONT);
-			reply_error(t, EIO);
-			*n = (ssize_t)total;
-			return true;
-		}
-		memcpy(payload + used, p, len);
-		used += len;
+	len = csdfs_uring_put_reply(t->hdr, t->area + FRONT, t->area_len - FRONT, iov, count);
+	if (len < 0) {
+		len = 0;
+		for (int i = 0; i < count; i++)
+			len += (ssize_t)iov[i].iov_len;
+		csdfs_log(LOG_ERR, "io_uring: a %zd-byte reply does not fit the %zu-byte buffer",
+			  len, t->area_len - FRONT);
+		reply_error(t, EIO);
 	}
-	memcpy(t->hdr->in_out, &oh, sizeof(oh));
-	t->hdr->ent.payload_sz = (uint32_t)used;
 	t->replied = true;
-	*n = (ssize_t)total;
+	*n = len;
 	return true;
 }
 
@@ -357,7 +324,7 @@ static bool is_large(const struct fuse_in_header *in, const char *op_in, size_t 
 static void serve(struct ring_thread *t)
 {
 	struct fuse_in_header in;
-	size_t oplen, payload_sz = t->hdr->ent.payload_sz;
+	size_t payload_sz = t->hdr->ent.payload_sz;
 	char *payload = t->area + FRONT, *start;
 	struct fuse_buf buf = { 0 };
 	unsigned others;
@@ -365,18 +332,13 @@ static void serve(struct ring_thread *t)
 	memcpy(&in, t->hdr->in_out, sizeof(in));
 	t->unique = t->hdr->ent.commit_id;
 	t->replied = false;
-	/* The fixed argument is what the request's length leaves over. */
-	if (in.len < sizeof(in) + payload_sz ||
-	    (oplen = in.len - sizeof(in) - payload_sz) > sizeof(t->hdr->op_in) ||
-	    payload_sz > t->area_len - FRONT) {
+	start = csdfs_uring_rebuild(t->hdr, payload, t->area_len - FRONT);
+	if (!start) {
 		csdfs_log(LOG_ERR, "io_uring: malformed request (opcode %u, length %u, payload %zu)",
 			  in.opcode, in.len, payload_sz);
 		reply_error(t, EIO);
 		return;
 	}
-	start = payload - oplen - sizeof(in);
-	memcpy(start, &in, sizeof(in));
-	memcpy(start + sizeof(in), t->hdr->op_in, oplen);
 	buf.mem = start;
 	buf.size = in.len;
 	others = atomic_fetch_add_explicit(&t->u->busy[t->qid], 1, memory_order_relaxed);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "csdfs/alloc.h"
 #include "csdfs/format.h"
 
@@ -781,11 +782,8 @@ static Suite *alloc_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(alloc_suite());
 	int failed;
 
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = check_run(alloc_suite());
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

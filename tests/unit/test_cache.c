@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "csdfs/cache.h"
 #include "csdfs/pool.h"
 
@@ -206,7 +207,6 @@ int main(void)
 {
 	Suite *s = suite_create("cache");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
 	int failed;
 
 	tcase_set_timeout(tc, 60);
@@ -216,9 +216,6 @@ int main(void)
 	tcase_add_test(tc, test_disabled);
 	tcase_add_test(tc, test_pool);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = check_run(s);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "csdfs/codec.h"
 
 /* ---- deterministic data -------------------------------------------------- */
@@ -799,11 +800,8 @@ static Suite *codec_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(codec_suite());
 	int failed;
 
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = check_run(codec_suite());
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "csdfs/csum.h"
 #include "csum_internal.h"
 
@@ -196,13 +197,10 @@ static Suite *csum_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(csum_suite());
 	int failed;
 
 	if (!csdfs_crc32c_hw_usable())
 		fprintf(stderr, "test_csum: no SSE4.2, hw path not compared\n");
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = check_run(csum_suite());
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

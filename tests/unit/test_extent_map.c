@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "csdfs/csdfs.h"
 #include "csdfs/log.h"
 #include "csdfs/meta.h"
@@ -1106,7 +1107,6 @@ static Suite *extent_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(extent_suite());
 	int failed;
 
 	if (!mkdtemp(base_dir)) {
@@ -1115,9 +1115,7 @@ int main(void)
 	}
 	/* fsck reports every problem at LOG_ERR; keep the log to those. */
 	csdfs_log_set_level(LOG_ERR);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = check_run(extent_suite());
 	nftw(base_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

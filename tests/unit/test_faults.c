@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "csdfs/csdfs.h"
 #include "csdfs/io.h"
 #include "csdfs/log.h"
@@ -1042,7 +1043,6 @@ static Suite *faults_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
 	int failed;
 
 	make_tmpbase();
@@ -1051,9 +1051,6 @@ int main(void)
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
 	signal(SIGHUP, on_term);
-	sr = srunner_create(faults_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = check_run(faults_suite());
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -27,6 +27,7 @@
 /* Only to build foreign environments csdfs must refuse. */
 #include <lmdb.h>
 
+#include "check_run.h"
 #include "csdfs/meta.h"
 
 #define MAPSIZE (64ull << 20)
@@ -773,13 +774,10 @@ static Suite *meta_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(meta_suite());
 	int failed;
 
 	base_setup();
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = check_run(meta_suite());
 	base_teardown();
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "csdfs/csum.h"
 #include "csdfs/format.h"
 /* vol.h includes csdfs/io.h (whose fault section is outside its include
@@ -573,11 +574,8 @@ static Suite *super_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(super_suite());
 	int failed;
 
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = check_run(super_suite());
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

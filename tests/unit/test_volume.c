@@ -33,6 +33,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "csdfs/csdfs.h"
 #include "csdfs/io.h"
 #include "csdfs/log.h"
@@ -2580,7 +2581,6 @@ static Suite *volume_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(volume_suite());
 	int failed;
 
 	if (!mkdtemp(base_dir)) {
@@ -2589,9 +2589,7 @@ int main(void)
 	}
 	/* fsck and open failures log at LOG_ERR; keep the log to those. */
 	csdfs_log_set_level(LOG_ERR);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = check_run(volume_suite());
 	nftw(base_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
