@@ -15,10 +15,19 @@
  * a direct-I/O file (and allows shared mmap of it): what makes it safe to
  * serve O_SYNC/O_DSYNC opens with direct I/O beside cached opens.
  *
+ * And one open flag libfuse 3.14 has no field for:
+ * FOPEN_PARALLEL_DIRECT_WRITES. Without it the kernel takes the inode's
+ * lock exclusively around every direct write, so writers of one file
+ * (InnoDB's page writes to a tablespace, fio jobs on one file) wait for
+ * each other's whole round trip; with it they share the lock unless a
+ * write extends the file. csdfs serialises what must be (chunk stripes).
+ *
  * libfuse (>= 3.14) lets a daemon supply the read and writev calls on the
  * device: read notes each request's kill flag for the worker thread that
  * is about to dispatch it, and writev adds the flags to the INIT reply
- * when the kernel offered them. Everything else passes through.
+ * when the kernel offered them, and to the reply of an open or create
+ * whose handler asked (csdfs_fuse_io_parallel_direct_writes). Everything else
+ * passes through.
  */
 #include <errno.h>
 #include <linux/fuse.h>
@@ -43,6 +52,10 @@
 
 /* Set by the read of the request this worker thread dispatches next. */
 static _Thread_local bool req_kill;
+static _Thread_local uint64_t req_unique;
+static _Thread_local uint32_t req_opcode;
+/* FOPEN_* flags to add to the reply of that request (an open or create). */
+static _Thread_local uint32_t req_open_flags;
 /* INIT is the first request: its unique id and the flags the kernel
  * offered (written before any other request is read). */
 static uint64_t init_unique;
@@ -89,9 +102,13 @@ void csdfs_fuse_io_note_request(const void *buf, size_t n)
 	const char *arg = (const char *)buf + sizeof(h);
 
 	req_kill = false;
+	req_unique = 0;
+	req_open_flags = 0;
 	if (n < sizeof(h))
 		return;
 	memcpy(&h, buf, sizeof(h));
+	req_unique = h.unique;
+	req_opcode = h.opcode;
 	if (h.opcode == FUSE_INIT && n >= sizeof(h) + offsetof(struct fuse_init_in, flags2)) {
 		struct fuse_init_in in = { 0 };
 		size_t alen = n - sizeof(h);
@@ -115,6 +132,30 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
+/* Add the open flags the handler asked for to this thread's reply to its
+ * open or create, laid out as libfuse 3.14 sends it: the fuse_open_out
+ * alone, or after a whole fuse_entry_out. Anything else is left as is. */
+static void add_open_flags(struct iovec *iov, int count)
+{
+	struct fuse_out_header h;
+	struct fuse_open_out o;
+	size_t at;
+
+	if (count != 2 || iov[0].iov_len != sizeof(h))
+		return;
+	memcpy(&h, iov[0].iov_base, sizeof(h));
+	if (h.unique != req_unique || h.error)
+		return;
+	at = req_opcode == FUSE_CREATE ? sizeof(struct fuse_entry_out) : 0;
+	if ((req_opcode != FUSE_OPEN && req_opcode != FUSE_CREATE) ||
+	    iov[1].iov_len != at + sizeof(o))
+		return;
+	memcpy(&o, (char *)iov[1].iov_base + at, sizeof(o));
+	o.open_flags |= req_open_flags;
+	memcpy((char *)iov[1].iov_base + at, &o, sizeof(o));
+	req_open_flags = 0;
+}
+
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fuse_out_header h;
@@ -123,6 +164,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	ssize_t n;
 
 	(void)userdata;
+	if (req_open_flags)
+		add_open_flags(iov, count);
 	if (csdfs_uring_take_reply(iov, count, &n))
 		return n;
 	if (init_unique && count == 2 && iov[0].iov_len == sizeof(h)) {
@@ -187,6 +230,11 @@ bool csdfs_fuse_io_killpriv_v2(void)
 bool csdfs_fuse_io_direct_coherent(void)
 {
 	return init_added & FUSE_DIRECT_IO_ALLOW_MMAP;
+}
+
+void csdfs_fuse_io_parallel_direct_writes(void)
+{
+	req_open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
 }
 
 void csdfs_fuse_io_offer_uring(bool on)

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The daemon's reads and writes on /dev/fuse (fuse_io.c): negotiates
- * FUSE_HANDLE_KILLPRIV_V2 and reports each request's kill-privileges flag. */
+ * FUSE_HANDLE_KILLPRIV_V2, FUSE_DIRECT_IO_ALLOW_MMAP and io_uring, reports
+ * each request's kill-privileges flag, and adds open flags libfuse 3.14
+ * cannot express. */
 #ifndef CSDFS_FUSE_IO_H
 #define CSDFS_FUSE_IO_H
 
@@ -31,5 +33,9 @@ bool csdfs_fuse_io_killpriv_v2(void);
 /* True once INIT negotiated FUSE_DIRECT_IO_ALLOW_MMAP: a write through a
  * direct-I/O open flushes and drops the kernel's cached pages first. */
 bool csdfs_fuse_io_direct_coherent(void);
+/* From an open or create handler, before its reply: let the kernel send
+ * this open's direct writes to one file in parallel
+ * (FOPEN_PARALLEL_DIRECT_WRITES, which libfuse 3.14 has no field for). */
+void csdfs_fuse_io_parallel_direct_writes(void);
 
 #endif

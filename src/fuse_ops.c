@@ -289,6 +289,15 @@ static void set_open_flags(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	if (ctx(req)->writeback_cache && writable && csdfs_fuse_io_direct_coherent() &&
 	    ((fi->flags & O_DSYNC) || space_low(req)))
 		fi->direct_io = 1;
+	/* An O_DIRECT open bypasses the page cache anyway; as a direct-I/O
+	 * open its writers of one file may be in flight together (the
+	 * kernel otherwise runs each O_DIRECT write under the inode's
+	 * exclusive lock, round trip included). Only where the kernel keeps
+	 * other opens' cached pages coherent with direct writes. */
+	if ((fi->flags & O_DIRECT) && csdfs_fuse_io_direct_coherent())
+		fi->direct_io = 1;
+	if (fi->direct_io)
+		csdfs_fuse_io_parallel_direct_writes();
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,

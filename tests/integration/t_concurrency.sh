@@ -2,7 +2,8 @@
 # t_concurrency: concurrent writers and readers with byte verification
 # (rw_stress), on one shared file (4 writers interleaved 4 KiB by 4 KiB, so
 # every 16 KiB chunk is rewritten by all of them at once), on one file with
-# O_DIRECT and 32 KiB ownership groups, and on separate files; then several
+# O_DIRECT and 32 KiB ownership groups, and on separate files; 4 O_DIRECT
+# writers of one file, verified by fio, reaching csdfs in parallel; then several
 # processes creating, renaming, linking and removing names in one directory
 # while another lists it. The final states are verified again after a remount.
 . "$(dirname "$0")/lib.sh"
@@ -55,6 +56,49 @@ if command -v fio >/dev/null; then
 	rm -f "$MNT/rr"
 else
 	skip_check "4 random readers (fio missing)"
+fi
+
+# 4 O_DIRECT writers of one file, each in its own quarter: csdfs opens
+# O_DIRECT files for parallel direct writes, so the kernel sends their
+# writes together instead of one at a time under the inode's lock (the
+# connection's count of requests in flight shows it); fio verifies every
+# block it wrote
+if command -v fio >/dev/null; then
+	log "[$((SECONDS - T_START)) s] data: 4 O_DIRECT writers of one file, in parallel"
+	bounded 60 fio --name=w --filename="$MNT/pw" --rw=write --bs=1M --size=64m \
+		--buffer_compress_percentage=50 --refill_buffers --end_fsync=1 >"$WORK/pw.out" 2>&1
+	inflight=/sys/fs/fuse/connections/$(stat -c %d "$MNT")/waiting
+	(
+		peak=0
+		while [ ! -e "$WORK/pw.done" ]; do
+			v=$(cat "$inflight" 2>/dev/null || echo 0)
+			[ "$v" -gt "$peak" ] && peak=$v && echo "$peak" >"$WORK/pw.peak"
+			sleep 0.02
+		done
+	) &
+	sampler=$!
+	BG_PIDS+=($sampler)
+	bounded 120 fio --name=pp --filename="$MNT/pw" --size=16m --offset_increment=16m \
+		--numjobs=4 --bs=16k --rw=randwrite --direct=1 --ioengine=psync --number_ios=1000 \
+		--buffer_compress_percentage=50 --refill_buffers --output="$WORK/pp.out"
+	touch "$WORK/pw.done"
+	wait "$sampler"
+	if [ $PLAIN = 1 ]; then
+		skip_check "requests in flight (plain directory)"
+	else
+		# only writes run then: one at a time would be 1, now and then 2
+		peak=$(cat "$WORK/pw.peak" 2>/dev/null || echo 0)
+		check "4 O_DIRECT writers of one file: up to $peak requests in flight at once (>= 3)" \
+			test "$peak" -ge 3
+	fi
+	check "4 O_DIRECT writers of one file: fio verify=crc32c" \
+		bounded 180 fio --name=pd --filename="$MNT/pw" --size=16m --offset_increment=16m \
+		--numjobs=4 --bs=16k --rw=randwrite --direct=1 --ioengine=psync --number_ios=1000 \
+		--verify=crc32c --do_verify=1 --buffer_compress_percentage=50 --refill_buffers \
+		--output="$WORK/pd.out"
+	rm -f "$MNT/pw"
+else
+	skip_check "4 O_DIRECT writers of one file (fio missing)"
 fi
 
 log "[$((SECONDS - T_START)) s] namespace: 4 processes in one directory"
