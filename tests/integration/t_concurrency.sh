@@ -94,7 +94,8 @@ if command -v fio >/dev/null; then
 	check "4 O_DIRECT writers of one file: fio verify=crc32c" \
 		bounded 180 fio --name=pd --filename="$MNT/pw" --size=16m --offset_increment=16m \
 		--numjobs=4 --bs=16k --rw=randwrite --direct=1 --ioengine=psync --number_ios=1000 \
-		--verify=crc32c --do_verify=1 --buffer_compress_percentage=50 --refill_buffers \
+		--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 \
+		--buffer_compress_percentage=50 --refill_buffers \
 		--output="$WORK/pd.out"
 	rm -f "$MNT/pw"
 else
