@@ -17,10 +17,10 @@
  *
  * And one open flag libfuse 3.14 has no field for:
  * FOPEN_PARALLEL_DIRECT_WRITES. Without it the kernel takes the inode's
- * lock exclusively around every direct write, so writers of one file
- * (InnoDB's page writes to a tablespace, fio jobs on one file) wait for
- * each other's whole round trip; with it they share the lock unless a
- * write extends the file. csdfs serialises what must be (chunk stripes).
+ * lock exclusively around every direct write, so threads that pwrite one
+ * file wait for each other's whole round trip (asynchronous writers, like
+ * InnoDB's, only for the submission); with it they share the lock unless
+ * a write extends the file. csdfs serialises what must be (chunk stripes).
  *
  * libfuse (>= 3.14) lets a daemon supply the read and writev calls on the
  * device: read notes each request's kill flag for the worker thread that
