@@ -18,8 +18,8 @@ struct csdfs_uring;
 /* Before the session's loop: create the threads, each with its own
  * io_uring, idle until csdfs_uring_go(): a queue for every possible CPU,
  * @threads shared out over the queues of the CPUs we may run on (at least
- * 4 each), one thread for any other CPU's queue. NULL, with the reason in @why, when this
- * kernel or process cannot (then the mount must not offer
+ * 4 each), one thread for any other CPU's queue. NULL, with the reason in
+ * @why, when this kernel or process cannot (then the mount must not offer
  * FUSE_OVER_IO_URING at INIT). */
 struct csdfs_uring *csdfs_uring_prepare(struct fuse_session *se, unsigned threads,
 					char *why, size_t whylen);

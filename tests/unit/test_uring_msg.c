@@ -125,9 +125,9 @@ START_TEST(rebuild_refuses_lengths_that_do_not_add_up)
 	/* a payload larger than the buffer the entry registered */
 	entry_fill(&h, &a, FUSE_WRITE, sizeof(struct fuse_write_in), CAP + 1, 0);
 	ck_assert_ptr_null(csdfs_uring_rebuild(&h, a.payload, CAP));
-	/* lengths near 2^32 must not wrap around */
-	entry_fill(&h, &a, FUSE_WRITE, 0, 0, 0);
-	h.ent.payload_sz = UINT32_MAX;
+	/* a length near 2^32 with a small payload: the argument it implies
+	 * is far larger than the entry's argument buffer */
+	entry_fill(&h, &a, FUSE_WRITE, 0, 16, 0);
 	((struct fuse_in_header *)(void *)h.in_out)->len = UINT32_MAX;
 	ck_assert_ptr_null(csdfs_uring_rebuild(&h, a.payload, CAP));
 	/* nothing in front of the payload was written by a refusal */
