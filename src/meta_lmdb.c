@@ -42,15 +42,21 @@
  * Sentinels: inode 1 is the root directory (its "parent" is itself); no
  * inode 0 exists; block numbers below CSDFS_FIRST_DATA_BLOCK never appear.
  */
+#include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <lmdb.h>
 
+#include "csdfs/csum.h"
+#include "csdfs/log.h"
 #include "csdfs/meta.h"
 
 static const char *const db_names[CSDFS_DB_COUNT] = {
@@ -70,7 +76,10 @@ static const char *const db_names[CSDFS_DB_COUNT] = {
 struct csdfs_meta {
 	MDB_env *env;
 	MDB_dbi dbi[CSDFS_DB_COUNT];
-	char *path;
+	int synced_fd;             /* the durability record (SYNCED_FILE) */
+	pthread_mutex_t sync_lock; /* orders syncs and top-level commits */
+	uint64_t committed;        /* sync_lock: last committed txn id */
+	uint64_t durable;          /* sync_lock: last txn id recorded durable */
 };
 
 struct csdfs_txn {
@@ -118,6 +127,177 @@ static int mdb_err(int rc)
 	}
 }
 
+/*
+ * DURABILITY RECORD. LMDB runs with MDB_NOSYNC: a commit writes its pages
+ * and its meta page without syncing, so the caller's lock is held only for
+ * the writes into the page cache. csdfs_meta_sync() then syncs data.mdb and
+ * records the id of the last synced transaction in the file SYNCED_FILE
+ * (synced itself). A crash may leave on disk the meta page of a commit
+ * whose pages never arrived: a newer meta page than the record says, which
+ * is never trusted. LMDB writes transaction t's meta page into slot t % 2
+ * and only to pages free in snapshots t-1 and t-2, so the other slot still
+ * describes the recorded snapshot intact; open copies it over the newer one
+ * (rollback_unsynced). Nothing is lost that a caller was told is durable:
+ * csdfs_meta_sync() returns only after the record is on disk, and the next
+ * commit cannot begin before that (sync_lock), so at most one commit is
+ * ever ahead of the record.
+ *
+ * The record holds two 512-byte slots (a torn write can damage only one);
+ * slot t % 2 gets id t: { LE32 magic, LE32 version, LE64 id, LE32 crc32c of
+ * the 16 bytes before it }. The newest valid slot wins.
+ */
+#define SYNCED_FILE "synced"
+#define SYNCED_MAGIC 0x53594e43u   /* "CNYS" */
+#define SYNCED_SLOT 512
+
+static int synced_read(int fd, uint64_t *id)
+{
+	unsigned char buf[2 * SYNCED_SLOT];
+	ssize_t n = pread(fd, buf, sizeof(buf), 0);
+	bool found = false;
+
+	if (n < 0)
+		return -errno;
+	for (int i = 0; i < 2; i++) {
+		const unsigned char *p = buf + i * SYNCED_SLOT;
+		uint32_t magic, ver, crc;
+		uint64_t v;
+
+		if (n < (i + 1) * SYNCED_SLOT)
+			break;
+		memcpy(&magic, p, 4);
+		memcpy(&ver, p + 4, 4);
+		memcpy(&v, p + 8, 8);
+		memcpy(&crc, p + 16, 4);
+		if (le32toh(magic) != SYNCED_MAGIC || le32toh(ver) != 1 ||
+		    le32toh(crc) != csdfs_crc32c(0, p, 16))
+			continue;
+		if (!found || le64toh(v) > *id)
+			*id = le64toh(v);
+		found = true;
+	}
+	return found ? 0 : -ENOENT;
+}
+
+static int synced_write(int fd, uint64_t id)
+{
+	unsigned char p[SYNCED_SLOT] = { 0 };
+	uint32_t magic = htole32(SYNCED_MAGIC), ver = htole32(1), crc;
+	uint64_t v = htole64(id);
+
+	memcpy(p, &magic, 4);
+	memcpy(p + 4, &ver, 4);
+	memcpy(p + 8, &v, 8);
+	crc = htole32(csdfs_crc32c(0, p, 16));
+	memcpy(p + 16, &crc, 4);
+	if (pwrite(fd, p, sizeof(p), (off_t)(id % 2) * SYNCED_SLOT) != (ssize_t)sizeof(p))
+		return errno ? -errno : -EIO;
+	return fdatasync(fd) ? -errno : 0;
+}
+
+/* LMDB 0.9 data format, read here only to choose between the two meta
+ * pages (lmdb.h has no call for it): each meta page is a 16-byte page
+ * header followed by the meta record; offsets are into the page. */
+#define LM_MAGIC 0xBEEFC0DEu
+#define LM_META_AT 16              /* page header size */
+#define LM_PSIZE_AT 40             /* mm_dbs[0].md_pad holds the page size */
+#define LM_TXNID_AT 144
+#define LM_META_END 152            /* end of the meta record */
+
+struct lm_meta {
+	uint64_t txnid;
+	bool valid;
+	unsigned char rec[LM_META_END - LM_META_AT];
+};
+
+static void lm_parse(const unsigned char *page, struct lm_meta *m)
+{
+	uint32_t magic, ver;
+
+	memcpy(&magic, page + LM_META_AT, 4);
+	memcpy(&ver, page + LM_META_AT + 4, 4);
+	memcpy(&m->txnid, page + LM_TXNID_AT, 8);
+	memcpy(m->rec, page + LM_META_AT, sizeof(m->rec));
+	m->valid = magic == LM_MAGIC && ver == 1;
+}
+
+/*
+ * Make data.mdb at @datafile describe the snapshot the durability record
+ * @fd names (see DURABILITY RECORD). *rolled: a commit was rolled back.
+ */
+static int rollback_unsynced(const char *datafile, int fd, bool *rolled)
+{
+	unsigned char page[LM_META_END];
+	struct lm_meta m[2];
+	uint64_t durable = 0;
+	uint32_t psize;
+	int dfd, newer, rc;
+
+	*rolled = false;
+	dfd = open(datafile, O_RDWR | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	rc = -EUCLEAN;
+	if (pread(dfd, page, sizeof(page), 0) != (ssize_t)sizeof(page))
+		goto out;
+	memcpy(&psize, page + LM_PSIZE_AT, 4);
+	lm_parse(page, &m[0]);
+	if (!m[0].valid || psize < 512 || psize > 65536 || (psize & (psize - 1)))
+		goto out;
+	if (pread(dfd, page, sizeof(page), psize) != (ssize_t)sizeof(page))
+		goto out;
+	lm_parse(page, &m[1]);
+	if (!m[1].valid)
+		goto out;
+	newer = m[1].txnid > m[0].txnid;
+	rc = synced_read(fd, &durable);
+	/* A record with no whole slot was cut while the first open made it:
+	 * nothing was committed since the environment's last synchronous
+	 * state (a volume older than records), or mkfs never finished. */
+	if (rc == -ENOENT || (!rc && m[newer].txnid == durable)) {
+		rc = 0;
+		goto out;
+	}
+	if (rc)
+		goto out;
+	/* Only the one commit after the recorded one can be on disk. */
+	rc = -EUCLEAN;
+	if (m[newer].txnid != durable + 1 || m[!newer].txnid != durable)
+		goto out;
+	if (pwrite(dfd, m[!newer].rec, sizeof(m[!newer].rec),
+		   (off_t)newer * psize + LM_META_AT) != (ssize_t)sizeof(m[!newer].rec) ||
+	    fdatasync(dfd)) {
+		rc = errno ? -errno : -EIO;
+		goto out;
+	}
+	*rolled = true;
+	rc = 0;
+out:
+	close(dfd);
+	return rc;
+}
+
+/* Open the durability record of @dir, creating it with @create (then its
+ * directory entry is synced: the record must survive a crash too). */
+static int synced_open(const char *dir, bool create)
+{
+	char path[4096];
+	int fd, dfd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, SYNCED_FILE);
+	fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	if (fd < 0)
+		return -errno;
+	if (create) {
+		dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			fsync(dfd);
+			close(dfd);
+		}
+	}
+	return fd;
+}
+
 static int open_dbis(struct csdfs_meta *meta, bool create)
 {
 	MDB_txn *txn;
@@ -152,6 +332,37 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 	meta = calloc(1, sizeof(*meta));
 	if (!meta)
 		return -ENOMEM;
+	pthread_mutex_init(&meta->sync_lock, NULL);
+	meta->durable = UINT64_MAX;    /* unknown: the first sync records */
+	/* No record yet: a new environment, or one made before records
+	 * existed, whose commits were all synchronous. It gets one below,
+	 * once the environment proved to be csdfs's. */
+	if (create && stat(datafile, &st) && errno == ENOENT) {
+		char rec[4200];
+
+		/* A new environment: a record left by an old one is void. */
+		snprintf(rec, sizeof(rec), "%s/%s", dir, SYNCED_FILE);
+		if (unlink(rec) && errno != ENOENT) {
+			rc = -errno;
+			goto out_free;
+		}
+	}
+	meta->synced_fd = synced_open(dir, false);
+	if (meta->synced_fd < 0 && meta->synced_fd != -ENOENT) {
+		rc = meta->synced_fd;
+		goto out_free;
+	}
+	if (meta->synced_fd >= 0) {
+		bool rolled;
+
+		rc = rollback_unsynced(datafile, meta->synced_fd, &rolled);
+		if (rc)
+			goto out_free;
+		if (rolled)
+			csdfs_log(LOG_WARNING, "%s: the last metadata commit was never "
+				  "made durable (a crash during its sync): rolled back to "
+				  "the one before", dir);
+	}
 	rc = mdb_err(mdb_env_create(&meta->env));
 	if (rc)
 		goto out_free;
@@ -163,13 +374,13 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 	 * NOLOCK: one process owns the volume (flock on the container) and
 	 * the daemon serialises all transaction use itself; this also lets
 	 * any thread commit the group transaction.
-	 * NOMETASYNC: a commit syncs its data pages before it writes the meta
-	 * page, but leaves the meta page to csdfs_meta_sync(), which the
-	 * volume calls after releasing its lock (csdfs_meta_commit_group).
-	 * Until then a crash undoes the commit, whole: LMDB stays consistent.
+	 * NOSYNC: a commit only writes its pages and meta page; making them
+	 * durable is csdfs_meta_sync()'s, which the volume calls after
+	 * releasing its lock. Until then a crash undoes the commit, whole
+	 * (see DURABILITY RECORD).
 	 */
 	rc = mdb_env_open(meta->env, dir,
-			  MDB_NOLOCK | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOMETASYNC,
+			  MDB_NOLOCK | MDB_NOTLS | MDB_NORDAHEAD | MDB_NOSYNC,
 			  0600);
 	if (rc) {
 		rc = mdb_err(rc);
@@ -191,12 +402,32 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 	rc = open_dbis(meta, create);
 	if (rc)
 		goto out_close;
+	{
+		MDB_envinfo info;
+
+		/* Record the state as opened (open_dbis may have committed). */
+		if (meta->synced_fd < 0) {
+			meta->synced_fd = synced_open(dir, true);
+			rc = meta->synced_fd < 0 ? meta->synced_fd : 0;
+		}
+		if (!rc)
+			rc = mdb_err(mdb_env_info(meta->env, &info));
+		if (!rc) {
+			meta->committed = info.me_last_txnid;
+			rc = csdfs_meta_sync(meta);
+		}
+		if (rc)
+			goto out_close;
+	}
 	*out = meta;
 	return 0;
 
 out_close:
 	mdb_env_close(meta->env);
 out_free:
+	if (meta->synced_fd >= 0)
+		close(meta->synced_fd);
+	pthread_mutex_destroy(&meta->sync_lock);
 	free(meta);
 	return rc;
 }
@@ -206,6 +437,8 @@ void csdfs_meta_close(struct csdfs_meta *meta)
 	if (!meta)
 		return;
 	mdb_env_close(meta->env);
+	close(meta->synced_fd);
+	pthread_mutex_destroy(&meta->sync_lock);
 	free(meta);
 }
 
@@ -249,17 +482,55 @@ int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
 	return 0;
 }
 
+/* Sync data.mdb, then record the last commit as durable (sync_lock). */
+static int sync_locked(struct csdfs_meta *meta)
+{
+	uint64_t id = meta->committed;
+	int rc;
+
+	if (id == meta->durable)
+		return 0;
+	rc = mdb_err(mdb_env_sync(meta->env, 1));
+	if (!rc)
+		rc = synced_write(meta->synced_fd, id);
+	if (!rc)
+		meta->durable = id;
+	return rc;
+}
+
 int csdfs_meta_commit_group(struct csdfs_txn *txn)
 {
-	int rc = mdb_txn_commit(txn->txn);
+	struct csdfs_meta *meta = txn->meta;
+	MDB_envinfo info;
+	int rc;
 
+	pthread_mutex_lock(&meta->sync_lock);
+	/* Never two commits ahead of the record: the one before must be
+	 * durable first (a no-op unless a caller skipped csdfs_meta_sync). */
+	rc = sync_locked(meta);
+	if (rc) {
+		mdb_txn_abort(txn->txn);
+	} else {
+		/* The id LMDB gave: a commit without changes takes none. */
+		rc = mdb_err(mdb_txn_commit(txn->txn));
+		if (!rc)
+			rc = mdb_err(mdb_env_info(meta->env, &info));
+		if (!rc)
+			meta->committed = info.me_last_txnid;
+	}
+	pthread_mutex_unlock(&meta->sync_lock);
 	free(txn);
-	return mdb_err(rc);
+	return rc;
 }
 
 int csdfs_meta_sync(struct csdfs_meta *meta)
 {
-	return mdb_err(mdb_env_sync(meta->env, 1));
+	int rc;
+
+	pthread_mutex_lock(&meta->sync_lock);
+	rc = sync_locked(meta);
+	pthread_mutex_unlock(&meta->sync_lock);
+	return rc;
 }
 
 int csdfs_meta_commit(struct csdfs_txn *txn)

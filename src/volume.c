@@ -5,14 +5,15 @@
  *
  * Group commit: all operations since the last commit live in one top-level
  * LMDB write transaction. A commit first fdatasyncs the container (so every
- * chunk the transaction maps is on stable storage), then commits LMDB with
- * a full sync, so a durable mapping never points at unwritten bytes. Blocks
+ * chunk the transaction maps is on stable storage), then commits LMDB and
+ * syncs it (csdfs_meta_sync: a commit not synced is rolled back by the
+ * next open), so a durable mapping never points at unwritten bytes. Blocks
  * freed by the group become allocatable only after that commit is durable.
  * fsync waits for the group holding the inode's last change; callers that
  * queue behind a running commit find their change already durable.
- * The volume lock is not held through the container's sync nor through
- * the sync of LMDB's meta page (see group_commit): only LMDB's own commit,
- * and a short container sync for what was mapped meanwhile, run under it.
+ * The volume lock is held through none of the syncs (see group_commit):
+ * only LMDB's commit into the page cache, and a short container sync for
+ * what was mapped meanwhile, run under it.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -235,6 +236,8 @@ int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *o,
 			snprintf(f, sizeof(f), "%s/data.mdb", mpath);
 			unlink(f);
 			snprintf(f, sizeof(f), "%s/lock.mdb", mpath);
+			unlink(f);
+			snprintf(f, sizeof(f), "%s/synced", mpath);
 			unlink(f);
 		} else if (!dir_is_empty(path)) {
 			ERR(-EEXIST, "'%s' is a non-empty directory that is not a csdfs volume",
@@ -474,8 +477,8 @@ static int fail_locked(struct csdfs_vol *vol, int rc)
 	return vol->failed;
 }
 
-/* What a closed group still owes: its generation, durable once the LMDB
- * meta page is synced, and the blocks it freed, reusable only then. */
+/* What a closed group still owes: its generation, durable once LMDB is
+ * synced, and the blocks it freed, reusable only then. */
 struct closed_group {
 	uint64_t gen;              /* 0: nothing was closed */
 	struct csdfs_range *freed;
@@ -484,7 +487,7 @@ struct closed_group {
 
 /* Close the open group (vol->lock held): the container gets a sync if an
  * operation mapped chunks since the last sync began, LMDB commits with its
- * data pages synced and its meta page written, and the next group opens. */
+ * pages written (not synced), and the next group opens. */
 static int close_group_locked(struct csdfs_vol *vol, struct closed_group *cg)
 {
 	int rc;
@@ -527,7 +530,7 @@ static int close_group_locked(struct csdfs_vol *vol, struct closed_group *cg)
 	return 0;
 }
 
-/* The closed group's meta page is synced (vol->lock held): it is durable,
+/* The closed group's LMDB commit is synced (vol->lock held): it is durable,
  * and the blocks it freed can be reused and punched. */
 static void group_durable_locked(struct csdfs_vol *vol, struct closed_group *cg)
 {
@@ -564,8 +567,10 @@ int csdfs_vol_commit_locked(struct csdfs_vol *vol)
  * A group commit that leaves vol->lock free through the slow parts, so
  * reads and writes go on while the disk syncs: the container is synced
  * first without the lock (up to twice, to catch what was mapped during the
- * first sync), and again under it only for operations mapped since; the
- * LMDB meta page is synced after the lock is released. Commits are
+ * first sync), and again under it only for operations mapped since; LMDB
+ * commits under it into the page cache and is synced after the lock is
+ * released (its fdatasync under the lock stalled every read and write for
+ * about 0.9 ms per commit: 20-26 % of MariaDB's TPS). Commits are
  * serialised by commit_lock. @min_chunks > 0: commit only if the open
  * group still holds that many chunk changes (backpressure).
  */

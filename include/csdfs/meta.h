@@ -80,13 +80,16 @@ int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
  */
 int csdfs_meta_commit(struct csdfs_txn *txn);
 /*
- * csdfs_meta_commit_group - commit a top-level @txn (always ends it) with
- * its data pages on stable storage but its meta page only written: the
- * commit is durable once csdfs_meta_sync() returned 0, and a crash before
- * that undoes it whole. Lets the caller sync without holding its locks.
+ * csdfs_meta_commit_group - commit a top-level @txn (always ends it),
+ * writing its pages without syncing them: the commit is durable once
+ * csdfs_meta_sync() returned 0, and a crash before that undoes it whole
+ * (the next open rolls it back). Lets the caller sync without holding its
+ * locks. If the commit before is not yet durable, it is made so first.
+ * @return 0, -ENOSPC (map full), -EIO.
  */
 int csdfs_meta_commit_group(struct csdfs_txn *txn);
-/* Make every commit so far durable. Safe beside an open transaction. */
+/* Make every commit so far durable and record it so. Safe beside an open
+ * transaction and from another thread than the one committing. */
 int csdfs_meta_sync(struct csdfs_meta *meta);
 void csdfs_meta_abort(struct csdfs_txn *txn);
 

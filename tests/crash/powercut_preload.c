@@ -4,7 +4,7 @@
  *
  * LD_PRELOAD it into the csdfs daemon with POWERCUT_LOG=DIR. For every
  * tracked file (path ending in one of the POWERCUT_MATCH suffixes, default
- * "/container:/data.mdb") it keeps an undo log DIR/<basename>.undo from which
+ * "/container:/data.mdb:/synced") it keeps an undo log DIR/<basename>.undo from which
  * powercut(1) later rebuilds "what the disk may hold after a power cut".
  *
  * Crash model (SPEC §4): a write not yet made durable may be lost, in any
@@ -25,7 +25,7 @@
  *         start, for powercut --ignore-sync, the "disk that lies" check).
  *   RANGE (a write through an O_SYNC/O_DSYNC fd, or pwritev2 RWF_[D]SYNC):
  *         the pages of that write, with everything logged for them before,
- *         are durable. LMDB writes its meta page this way.
+ *         are durable.
  * Sizes: every record carries the file size before its change and every
  * durability point the durable size, so powercut can also undo an un-synced
  * extension (write past EOF, fallocate) or truncation (whose cut pages are
@@ -170,7 +170,7 @@ __attribute__((constructor)) static void pc_init(void)
 		pc_die("POWERCUT_LOG '%s' is too long", d);
 	strcpy(log_dir, d);
 	if (!m || !*m)
-		m = "/container:/data.mdb";
+		m = "/container:/data.mdb:/synced";
 	while (*m && nmatch < PC_MAXMATCH) {
 		size_t n = strcspn(m, ":");
 

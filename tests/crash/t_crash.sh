@@ -210,10 +210,11 @@ plan_point() {
 	KILL_FILE=
 	if ((RANDOM % 2)); then
 		# crash at the Nth write/sync (of one file, or of both)
-		case $((RANDOM % 3)) in
+		case $((RANDOM % 4)) in
 		0) KILL_FILE=data.mdb KILL_AT=$((1 + RANDOM % 300)) ;;
 		1) KILL_FILE=container KILL_AT=$((1 + RANDOM % 1500)) ;;
 		2) KILL_AT=$((1 + RANDOM % 2000)) ;;
+		3) KILL_FILE=synced KILL_AT=$((1 + RANDOM % 100)) ;;
 		esac
 		ms=1500	# the timer is only the fallback
 	fi
@@ -266,7 +267,8 @@ for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
 	: >"$WORK/powercut.log"
 	if [ $mode = power ]; then
 		if ! "$POWERCUT" --log "$PLOG" --seed "$seed" --keep-prob "$keep" --keep-log \
-			"$VOL/container" "$VOL/meta/data.mdb" >"$WORK/powercut.log" 2>&1; then
+			"$VOL/container" "$VOL/meta/data.mdb" "$VOL/meta/synced" \
+			>"$WORK/powercut.log" 2>&1; then
 			fail "$what: powercut failed"
 			keep_evidence "powercut failed"
 			break
@@ -381,7 +383,8 @@ if [ $N_FAIL = 0 ] && [ "$LIAR_POINTS" -gt 0 ]; then
 		crash || die "lying-disk point $pt: still mounted after the crash"
 		{
 			"$POWERCUT" --log "$PLOG" --seed "$seed" --ignore-sync "$VOL/container" &&
-				"$POWERCUT" --log "$PLOG" --seed "$seed" "$VOL/meta/data.mdb"
+				"$POWERCUT" --log "$PLOG" --seed "$seed" "$VOL/meta/data.mdb" \
+					"$VOL/meta/synced"
 		} >"$WORK/powercut.log" 2>&1 || die "lying-disk point $pt: powercut failed"
 		how=
 		timeout -k 5 120 "$CSDFS_FSCK" "${FSCK_OPTS[@]}" "$VOL" >"$WORK/fsck.log" 2>&1 ||

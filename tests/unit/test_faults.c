@@ -546,12 +546,16 @@ static char tmpbase[1024];
  * it has a fixed name, so the paths to remove are computed once and the
  * signal handler only calls unlink and rmdir.
  */
-#define NSCRATCH 16
+#define NSCRATCH 24
 static char scratch[NSCRATCH][1200];
 static size_t nscratch;
 
 static void scratch_add(const char *fmt, const char *a)
 {
+	if (nscratch == NSCRATCH) {
+		fprintf(stderr, "test_faults: more than %d scratch paths\n", NSCRATCH);
+		exit(EXIT_FAILURE);
+	}
 	snprintf(scratch[nscratch++], sizeof(scratch[0]), fmt, tmpbase, a);
 }
 
@@ -574,6 +578,7 @@ static void make_tmpbase(void)
 		scratch_add("%s/%s/container", vols[i]);
 		scratch_add("%s/%s/meta/data.mdb", vols[i]);
 		scratch_add("%s/%s/meta/lock.mdb", vols[i]);
+		scratch_add("%s/%s/meta/synced", vols[i]);
 		scratch_add("%s/%s/meta", vols[i]);
 		scratch_add("%s/%s", vols[i]);
 	}
@@ -618,6 +623,8 @@ static void rm_volume(const char *vol)
 	snprintf(p, sizeof(p), "%s/meta/data.mdb", vol);
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/meta/lock.mdb", vol);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/meta/synced", vol);
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/meta", vol);
 	rmdir(p);

@@ -14,6 +14,7 @@
  * ran, so a failing test leaves nothing behind in /tmp.
  */
 #include <check.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -28,6 +29,7 @@
 #include <lmdb.h>
 
 #include "check_run.h"
+#include "csdfs/csum.h"
 #include "csdfs/meta.h"
 
 #define MAPSIZE (64ull << 20)
@@ -700,6 +702,186 @@ START_TEST(test_foreign_env)
 }
 END_TEST
 
+/* ---- durability record ---------------------------------------------------- */
+
+/* Commit "k" = @val in a top-level transaction: durable on return. */
+static void commit_k(struct csdfs_meta *m, const char *val)
+{
+	struct csdfs_txn *t;
+
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	put_str(t, CSDFS_DB_META, "k", 1, val);
+	ck_assert_int_eq(csdfs_meta_commit(t), 0);
+}
+
+/* Commit "k" = @val as a group commit, and leave it unsynced. */
+static void commit_k_unsynced(struct csdfs_meta *m, const char *val)
+{
+	struct csdfs_txn *t;
+
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	put_str(t, CSDFS_DB_META, "k", 1, val);
+	ck_assert_int_eq(csdfs_meta_commit_group(t), 0);
+}
+
+static void expect_k(const char *dir, const char *want)
+{
+	struct csdfs_meta *m = NULL;
+	struct csdfs_txn *t;
+
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
+	expect_val(t, CSDFS_DB_META, "k", 1, want);
+	csdfs_meta_abort(t);
+	csdfs_meta_close(m);
+}
+
+/* LMDB's id of the last commit, as the environment reports it. */
+static uint64_t last_txnid(const char *dir)
+{
+	MDB_env *env;
+	MDB_envinfo info;
+
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(env, CSDFS_DB_COUNT + 2), 0);
+	ck_assert_int_eq(mdb_env_open(env, dir, MDB_NOLOCK | MDB_RDONLY, 0600), 0);
+	ck_assert_int_eq(mdb_env_info(env, &info), 0);
+	mdb_env_close(env);
+	return info.me_last_txnid;
+}
+
+/* Write record slot @slot saying @id (a well-formed one). */
+static void write_record(const char *dir, int slot, uint64_t id)
+{
+	unsigned char p[512] = { 0 };
+	uint32_t magic = htole32(0x53594e43u), ver = htole32(1), crc;
+	uint64_t v = htole64(id);
+	char path[600];
+	int fd;
+
+	memcpy(p, &magic, 4);
+	memcpy(p + 4, &ver, 4);
+	memcpy(p + 8, &v, 8);
+	crc = htole32(csdfs_crc32c(0, p, 16));
+	memcpy(p + 16, &crc, 4);
+	snprintf(path, sizeof(path), "%s/synced", dir);
+	fd = open(path, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, p, sizeof(p), slot * 512), (ssize_t)sizeof(p));
+	close(fd);
+}
+
+/* A group commit never synced (a crash before csdfs_meta_sync, whatever
+ * of it reached the disk) is rolled back at the next open; the state
+ * before it is intact and takes new commits. */
+START_TEST(test_unsynced_commit_rolled_back)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+	uint64_t id;
+
+	test_dir(dir, sizeof(dir), "rollback");
+	m = open_new(dir);
+	commit_k(m, "durable");
+	id = last_txnid(dir);
+	commit_k_unsynced(m, "unsynced");
+	ck_assert_uint_eq(last_txnid(dir), id + 1);   /* its meta page is there */
+	csdfs_meta_close(m);
+
+	expect_k(dir, "durable");
+	ck_assert_uint_eq(last_txnid(dir), id);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	commit_k(m, "after");
+	csdfs_meta_close(m);
+	expect_k(dir, "after");
+
+	/* Synced, the same commit stays. */
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	commit_k_unsynced(m, "synced");
+	ck_assert_int_eq(csdfs_meta_sync(m), 0);
+	csdfs_meta_close(m);
+	expect_k(dir, "synced");
+}
+END_TEST
+
+/* The next commit makes the one before it durable first: never two
+ * commits ahead of the record. */
+START_TEST(test_commit_syncs_previous)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+
+	test_dir(dir, sizeof(dir), "twoahead");
+	m = open_new(dir);
+	commit_k_unsynced(m, "first");
+	commit_k_unsynced(m, "second");
+	csdfs_meta_close(m);
+	expect_k(dir, "first");
+}
+END_TEST
+
+/* A torn record slot (a crash while it was written, before the sync that
+ * would have acknowledged the commit) counts as not written: the other
+ * slot names the commit before, which the open returns to. */
+START_TEST(test_torn_record)
+{
+	char dir[512], path[600];
+	struct csdfs_meta *m;
+	uint64_t id;
+	int fd;
+
+	test_dir(dir, sizeof(dir), "torn");
+	m = open_new(dir);
+	commit_k(m, "one");
+	commit_k(m, "two");
+	csdfs_meta_close(m);
+	id = last_txnid(dir);
+	snprintf(path, sizeof(path), "%s/synced", dir);
+	fd = open(path, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, "garbage!", 8, (off_t)(id % 2) * 512 + 8), 8);
+	close(fd);
+	expect_k(dir, "one");
+	ck_assert_uint_eq(last_txnid(dir), id - 1);
+}
+END_TEST
+
+/* A record that cannot describe the environment is refused, not trusted:
+ * two commits behind it, or ahead of it. No record at all is an
+ * environment from before records: trusted, and given one. */
+START_TEST(test_record_mismatch)
+{
+	char dir[512], path[600];
+	struct csdfs_meta *m = NULL;
+	uint64_t id;
+	struct stat st;
+
+	test_dir(dir, sizeof(dir), "mismatch");
+	m = open_new(dir);
+	commit_k(m, "one");
+	commit_k(m, "two");
+	commit_k(m, "three");
+	csdfs_meta_close(m);
+	id = last_txnid(dir);
+
+	write_record(dir, 0, id - 2);
+	write_record(dir, 1, id - 3);
+	m = NULL;
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), -EUCLEAN);
+	ck_assert_ptr_null(m);
+	write_record(dir, (int)((id + 1) % 2), id + 1);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), -EUCLEAN);
+	ck_assert_uint_eq(last_txnid(dir), id);        /* nothing was changed */
+
+	snprintf(path, sizeof(path), "%s/synced", dir);
+	ck_assert_int_eq(unlink(path), 0);
+	expect_k(dir, "three");
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_ge(st.st_size, 512);
+	expect_k(dir, "three");
+}
+END_TEST
+
 /* ---- key helpers --------------------------------------------------------- */
 
 START_TEST(test_be64)
@@ -757,6 +939,10 @@ static Suite *meta_suite(void)
 
 	tcase_add_test(txn, test_nested_abort_and_commit);
 	tcase_add_test(txn, test_persist_reopen);
+	tcase_add_test(txn, test_unsynced_commit_rolled_back);
+	tcase_add_test(txn, test_commit_syncs_previous);
+	tcase_add_test(txn, test_torn_record);
+	tcase_add_test(txn, test_record_mismatch);
 	suite_add_tcase(s, txn);
 
 	tcase_set_timeout(cursor, 120);

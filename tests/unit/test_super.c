@@ -446,6 +446,8 @@ static void rm_volume(const char *vol)
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/meta/lock.mdb", vol);
 	unlink(p);
+	snprintf(p, sizeof(p), "%s/meta/synced", vol);
+	unlink(p);
 	snprintf(p, sizeof(p), "%s/meta", vol);
 	rmdir(p);
 	rmdir(vol);

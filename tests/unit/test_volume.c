@@ -1606,10 +1606,11 @@ END_TEST
 
 /* ---- LMDB's own sync failing --------------------------------------------- */
 
-/* LMDB syncs data.mdb with fdatasync(2) itself, out of reach of the I/O
- * seam. This definition interposes libc's for liblmdb (tests run forked,
- * so it arms only the test that sets it): once meta_syncs_left further
- * syncs of data.mdb succeeded, the next one fails with EIO. */
+/* LMDB syncs data.mdb with fdatasync(2) itself, and the metadata layer
+ * its durability record ("synced"), both out of reach of the I/O seam.
+ * This definition interposes libc's (tests run forked, so it arms only the
+ * test that sets it): once meta_syncs_left further syncs of either file
+ * succeeded, the next one fails with EIO. */
 static int meta_syncs_left = -1;    /* < 0: not armed */
 
 int fdatasync(int fd)
@@ -1623,7 +1624,8 @@ int fdatasync(int fd)
 	if (meta_syncs_left >= 0) {
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 		n = readlink(link, target, sizeof(target) - 1);
-		if (n > 9 && !memcmp(target + n - 9, "/data.mdb", 9) &&
+		if (((n > 9 && !memcmp(target + n - 9, "/data.mdb", 9)) ||
+		     (n > 7 && !memcmp(target + n - 7, "/synced", 7))) &&
 		    meta_syncs_left-- == 0) {
 			errno = EIO;
 			return -1;
@@ -1632,9 +1634,9 @@ int fdatasync(int fd)
 	return real(fd);
 }
 
-/* A group commit whose LMDB sync fails, either the data pages' (inside
- * the commit, under the volume lock) or the meta page's (after the lock is
- * released): the fsync reports EIO, the volume refuses writes from then
+/* A group commit whose metadata sync fails, either data.mdb's or its
+ * durability record's (both after the volume lock is released): the fsync
+ * reports EIO, the volume refuses writes from then
  * on, and reopened it holds the file as of the last good fsync or as the
  * writes left it, fsck clean. */
 START_TEST(test_meta_sync_fails)
@@ -1654,7 +1656,7 @@ START_TEST(test_meta_sync_fails)
 	wr(vol, f, a, len, 0);
 	ck_assert_int_eq(csdfs_fs_fsync(vol, f), 0);
 	wr(vol, f, b, len, 0);
-	meta_syncs_left = _i;         /* 0: the commit's own, 1: the meta page's */
+	meta_syncs_left = _i;         /* 0: data.mdb's, 1: the record's */
 	ck_assert_int_eq(csdfs_fs_fsync(vol, f), -EIO);
 	ck_assert_int_eq(meta_syncs_left, -1);           /* it did fire */
 	meta_syncs_left = -1;
