@@ -218,6 +218,7 @@ static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 {
 	struct csdfs_inode_disk rec;
 	struct csdfs_codec_spec spec;
+	struct csdfs_inode *in;
 	struct csdfs_op op;
 	char text[64];
 	uint64_t chunk = 0;
@@ -239,9 +240,15 @@ static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 		   chunk > CSDFS_CHUNK_MAX || (chunk & (chunk - 1))) {
 		return -EINVAL;
 	}
+	/* A write computes its chunks with the size it read first and reads
+	 * the record again later: hold the change off while any I/O runs. */
+	in = csdfs_inode_get(vol, ino);
+	if (!in)
+		return -ENOMEM;
+	csdfs_inode_lock_exclusive(vol, in);
 	rc = csdfs_op_begin(vol, &op);
 	if (rc)
-		return rc;
+		goto out;
 	rc = csdfs_irec_load(op.txn, ino, &rec);
 	if (!rc && !S_ISREG(rec.mode) && !S_ISDIR(rec.mode))
 		rc = -EPERM;
@@ -264,7 +271,11 @@ static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 	}
 	if (!rc)
 		csdfs_op_touch(&op, ino);
-	return csdfs_op_end(&op, rc);
+	rc = csdfs_op_end(&op, rc);
+out:
+	pthread_rwlock_unlock(&in->io_lock);
+	csdfs_inode_put(vol, in);
+	return rc;
 }
 
 int csdfs_fs_getxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
