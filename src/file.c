@@ -560,7 +560,13 @@ static void plan_cache(struct wplan *p)
 static void plan_abandon(struct wplan *p)
 {
 	struct csdfs_alloc *a = &p->vol->alloc;
+	bool placed = false;
 
+	for (size_t i = 0; i < p->n; i++)
+		placed = placed || p->c[i].placed;
+	/* Committed, its slot handed to the operation: nothing to release. */
+	if (p->slot < 0 && (p->committed || !placed))
+		return;
 	pthread_mutex_lock(&p->vol->lock);
 	if (p->slot >= 0)
 		csdfs_alloc_inflight_del(a, p->slot);
@@ -631,15 +637,26 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 	if (!in)
 		return -ENOMEM;
 	pthread_rwlock_rdlock(&in->io_lock);
-	rc = load_reg(vol, ino, &rec);
-	if (rc)
-		goto out_unlock_io;
-	cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
+	/* The chunk size picks the stripes; the held io_lock keeps it. */
+	cs = __atomic_load_n(&in->chunk_size, __ATOMIC_RELAXED);
+	if (!cs) {
+		rc = load_reg(vol, ino, &rec);
+		if (rc)
+			goto out_unlock_io;
+		cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
+		__atomic_store_n(&in->chunk_size, cs, __ATOMIC_RELAXED);
+	}
 	first = off / cs;
 	last = (end - 1) / cs;
 	stripes_lock(vol, ino, first, last, mask);
 	/* The size that matters is the one after we own our chunks. */
 	rc = load_reg(vol, ino, &rec);
+	if (!rc && (rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size) != cs) {
+		csdfs_log(LOG_ERR, "inode %llu: chunk size changed under a write",
+			  (unsigned long long)ino);
+		__atomic_store_n(&in->chunk_size, 0, __ATOMIC_RELAXED);
+		rc = -EIO;
+	}
 	if (!rc)
 		rc = plan_init(&plan, vol, ino, &rec, last - first + 1,
 			       last - first + 1);

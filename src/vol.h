@@ -50,6 +50,9 @@ struct csdfs_inode {
 	pthread_rwlock_t io_lock;  /* shared: read/write; exclusive: resize */
 	uint64_t store_gen;        /* atomic: new whenever io_lock is taken
 				    * exclusively, and for every new entry */
+	uint32_t chunk_size;       /* atomic: the file's chunk size, 0 until
+				    * known; changes only under io_lock held
+				    * exclusively (an empty file's policy) */
 	struct csdfs_inode *next;  /* itable lock */
 };
 

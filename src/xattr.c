@@ -272,6 +272,8 @@ static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 	if (!rc)
 		csdfs_op_touch(&op, ino);
 	rc = csdfs_op_end(&op, rc);
+	if (!rc && !is_codec)
+		__atomic_store_n(&in->chunk_size, 0, __ATOMIC_RELAXED);
 out:
 	pthread_rwlock_unlock(&in->io_lock);
 	csdfs_inode_put(vol, in);
