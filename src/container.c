@@ -32,7 +32,7 @@ int csdfs_super_write(struct csdfs_io *io, const struct csdfs_super *sb)
 	d.atomic_unit = htole32(sb->atomic_unit);
 	d.codec = sb->codec.id;
 	d.level = sb->codec.level;
-	d.created_sec = htole64((uint64_t)time(NULL));
+	d.created_sec = htole64(sb->created_sec ? sb->created_sec : (uint64_t)time(NULL));
 	d.csum = htole32(csdfs_crc32c(0, &d, offsetof(struct csdfs_super_disk,
 						      csum)));
 	memset(block, 0, sizeof(block));
@@ -107,5 +107,7 @@ int csdfs_super_read(struct csdfs_io *io, struct csdfs_super *sb,
 	sb->atomic_unit = unit ? unit : chunk;
 	sb->codec.id = d.codec;
 	sb->codec.level = d.level;
+	sb->incompat = incompat;
+	sb->created_sec = le64toh(d.created_sec);
 	return 0;
 }

@@ -34,6 +34,8 @@ struct csdfs_super {
 	uint32_t chunk_size;
 	uint32_t atomic_unit;
 	struct csdfs_codec_spec codec;
+	uint64_t incompat;         /* as read; written: the supported set */
+	uint64_t created_sec;      /* 0: now (a new volume) */
 };
 
 /* In-memory inode: exists while the kernel or an operation references it. */

@@ -42,9 +42,17 @@ enum csdfs_codec_id {
 	CSDFS_CODEC_COUNT
 };
 
-/* Feature words. No feature bits are defined by format version 1. */
+/*
+ * Feature words. Incompat bit 0 is never defined (tests use it as the
+ * unknown bit). SYNCED: LMDB commits are not synced by LMDB itself but
+ * recorded durable in meta/synced, and an open rolls back a commit newer
+ * than the record (src/meta_lmdb.c); a csdfs that does not know this would
+ * trust such a commit, and commit without updating the record. Set by mkfs
+ * and, on an older volume, by its first open.
+ */
+#define CSDFS_FEATURE_INCOMPAT_SYNCED (1ull << 1)
 #define CSDFS_FEATURE_COMPAT_SUPP    0ull
-#define CSDFS_FEATURE_INCOMPAT_SUPP  0ull
+#define CSDFS_FEATURE_INCOMPAT_SUPP  CSDFS_FEATURE_INCOMPAT_SYNCED
 #define CSDFS_FEATURE_RO_COMPAT_SUPP 0ull
 
 /*

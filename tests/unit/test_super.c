@@ -461,6 +461,8 @@ static void rm_tmpdir(void)
 
 	snprintf(vpath, sizeof(vpath), "%s/vol", tmpdir);
 	rm_volume(vpath);
+	snprintf(vpath, sizeof(vpath), "%s/vol2", tmpdir);
+	rm_volume(vpath);
 	rmdir(tmpdir);
 }
 
@@ -550,6 +552,45 @@ START_TEST(test_vol_open_refuses)
 }
 END_TEST
 
+/* mkfs marks a volume SYNCED (format.h); one made before that gets the
+ * bit at its first open, before anything commits the new way, and keeps
+ * its identity and creation time. */
+START_TEST(test_synced_feature)
+{
+	struct csdfs_mkfs_opts mk = {
+		.size = 64ull << 20, .multiplier = 2.0,
+		.codec = { CSDFS_CODEC_ZSTD, 3 }, .chunk_size = 16384,
+	};
+	struct csdfs_mount_opts mo = { .no_commit_thread = true };
+	struct csdfs_super_disk d, now;
+	struct csdfs_vol *vol = NULL;
+	char vpath[1100], cpath[1200], err[512];
+	int rc;
+
+	snprintf(vpath, sizeof(vpath), "%s/vol2", tmpdir);
+	snprintf(cpath, sizeof(cpath), "%s/container", vpath);
+	err[0] = '\0';
+	ck_assert_msg(csdfs_vol_create(vpath, &mk, err, sizeof(err)) == 0, "mkfs: %s", err);
+	file_pread(cpath, &d, sizeof(d), 0);
+	ck_assert_uint_eq(le64toh(d.incompat), CSDFS_FEATURE_INCOMPAT_SYNCED);
+
+	d.incompat = 0;
+	d.created_sec = htole64(1234567890);
+	d.csum = htole32(csdfs_crc32c(0, &d, offsetof(struct csdfs_super_disk, csum)));
+	file_pwrite(cpath, &d, sizeof(d), 0);
+	rc = csdfs_vol_open(vpath, &mo, &vol, err, sizeof(err));
+	ck_assert_msg(rc == 0, "older volume: rc %d, '%s'", rc, err);
+	file_pread(cpath, &now, sizeof(now), 0);
+	ck_assert_uint_eq(le64toh(now.incompat), CSDFS_FEATURE_INCOMPAT_SYNCED);
+	ck_assert_uint_eq(le64toh(now.created_sec), 1234567890);
+	ck_assert_mem_eq(now.uuid, d.uuid, 16);
+	ck_assert_uint_eq(now.csum, htole32(csdfs_crc32c(0, &now,
+				offsetof(struct csdfs_super_disk, csum))));
+	ck_assert_int_eq(csdfs_vol_close(vol), 0);
+	rm_volume(vpath);
+}
+END_TEST
+
 static Suite *super_suite(void)
 {
 	Suite *s = suite_create("super");
@@ -570,6 +611,7 @@ static Suite *super_suite(void)
 	tcase_set_timeout(vol, 120);
 	tcase_add_unchecked_fixture(vol, make_tmpdir, rm_tmpdir);
 	tcase_add_test(vol, test_vol_open_refuses);
+	tcase_add_test(vol, test_synced_feature);
 	suite_add_tcase(s, vol);
 	return s;
 }
