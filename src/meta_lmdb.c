@@ -333,6 +333,7 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 	if (!meta)
 		return -ENOMEM;
 	pthread_mutex_init(&meta->sync_lock, NULL);
+	meta->synced_fd = -1;
 	meta->durable = UINT64_MAX;    /* unknown: the first sync records */
 	/* No record yet: a new environment, or one made before records
 	 * existed, whose commits were all synchronous. It gets one below,
