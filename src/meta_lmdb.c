@@ -224,8 +224,11 @@ static void lm_parse(const unsigned char *page, struct lm_meta *m)
 /*
  * Make data.mdb at @datafile describe the snapshot the durability record
  * @fd names (see DURABILITY RECORD). *rolled: a commit was rolled back.
+ * *recorded: the id data.mdb now ends at, known durable; UINT64_MAX when
+ * the record had no whole slot.
  */
-static int rollback_unsynced(const char *datafile, int fd, bool *rolled)
+static int rollback_unsynced(const char *datafile, int fd, bool *rolled,
+			     uint64_t *recorded)
 {
 	unsigned char page[LM_META_END];
 	struct lm_meta m[2];
@@ -234,6 +237,7 @@ static int rollback_unsynced(const char *datafile, int fd, bool *rolled)
 	int dfd, newer, rc;
 
 	*rolled = false;
+	*recorded = UINT64_MAX;
 	dfd = open(datafile, O_RDWR | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
@@ -255,6 +259,8 @@ static int rollback_unsynced(const char *datafile, int fd, bool *rolled)
 	 * nothing was committed since the environment's last synchronous
 	 * state (a volume older than records), or mkfs never finished. */
 	if (rc == -ENOENT || (!rc && m[newer].txnid == durable)) {
+		if (!rc)
+			*recorded = durable;
 		rc = 0;
 		goto out;
 	}
@@ -271,6 +277,7 @@ static int rollback_unsynced(const char *datafile, int fd, bool *rolled)
 		goto out;
 	}
 	*rolled = true;
+	*recorded = durable;
 	rc = 0;
 out:
 	close(dfd);
@@ -356,7 +363,9 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 	if (meta->synced_fd >= 0) {
 		bool rolled;
 
-		rc = rollback_unsynced(datafile, meta->synced_fd, &rolled);
+		/* A record that matches data.mdb spares the open a sync. */
+		rc = rollback_unsynced(datafile, meta->synced_fd, &rolled,
+				       &meta->durable);
 		if (rc)
 			goto out_free;
 		if (rolled)

@@ -241,11 +241,13 @@ static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 		return -EINVAL;
 	}
 	/* A write computes its chunks with the size it read first and reads
-	 * the record again later: hold the change off while any I/O runs. */
+	 * the record again later: hold a size change off while any I/O runs.
+	 * Each chunk names its own codec, so a codec change needs no lock. */
 	in = csdfs_inode_get(vol, ino);
 	if (!in)
 		return -ENOMEM;
-	csdfs_inode_lock_exclusive(vol, in);
+	if (!is_codec)
+		csdfs_inode_lock_exclusive(vol, in);
 	rc = csdfs_op_begin(vol, &op);
 	if (rc)
 		goto out;
@@ -275,7 +277,8 @@ static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 	if (!rc && !is_codec)
 		__atomic_store_n(&in->chunk_size, 0, __ATOMIC_RELAXED);
 out:
-	pthread_rwlock_unlock(&in->io_lock);
+	if (!is_codec)
+		pthread_rwlock_unlock(&in->io_lock);
 	csdfs_inode_put(vol, in);
 	return rc;
 }

@@ -29,6 +29,7 @@
 #include <lmdb.h>
 
 #include "check_run.h"
+#include "sync_fault.h"
 #include "csdfs/csum.h"
 #include "csdfs/meta.h"
 
@@ -771,6 +772,23 @@ static void write_record(const char *dir, int slot, uint64_t id)
 	close(fd);
 }
 
+/* A new environment in test dir @name whose "k" is "durable" in a synced
+ * commit, then "unsynced" in one never synced. Returns the synced id. */
+static uint64_t env_one_unsynced(const char *name, char *dir, size_t len)
+{
+	struct csdfs_meta *m;
+	uint64_t id;
+
+	test_dir(dir, len, name);
+	m = open_new(dir);
+	commit_k(m, "durable");
+	id = last_txnid(dir);
+	commit_k_unsynced(m, "unsynced");
+	ck_assert_uint_eq(last_txnid(dir), id + 1);   /* its meta page is there */
+	csdfs_meta_close(m);
+	return id;
+}
+
 /* A group commit never synced (a crash before csdfs_meta_sync, whatever
  * of it reached the disk) is rolled back at the next open; the state
  * before it is intact and takes new commits. */
@@ -780,13 +798,7 @@ START_TEST(test_unsynced_commit_rolled_back)
 	struct csdfs_meta *m;
 	uint64_t id;
 
-	test_dir(dir, sizeof(dir), "rollback");
-	m = open_new(dir);
-	commit_k(m, "durable");
-	id = last_txnid(dir);
-	commit_k_unsynced(m, "unsynced");
-	ck_assert_uint_eq(last_txnid(dir), id + 1);   /* its meta page is there */
-	csdfs_meta_close(m);
+	id = env_one_unsynced("rollback", dir, sizeof(dir));
 
 	expect_k(dir, "durable");
 	ck_assert_uint_eq(last_txnid(dir), id);
@@ -801,6 +813,25 @@ START_TEST(test_unsynced_commit_rolled_back)
 	ck_assert_int_eq(csdfs_meta_sync(m), 0);
 	csdfs_meta_close(m);
 	expect_k(dir, "synced");
+}
+END_TEST
+
+/* A rollback that cannot be made durable fails the open, with the
+ * environment still one commit ahead of its record; a later open (the disk
+ * working again) rolls it back. */
+START_TEST(test_rollback_sync_fails)
+{
+	char dir[512];
+	struct csdfs_meta *m = NULL;
+	uint64_t id;
+
+	id = env_one_unsynced("rollbackfail", dir, sizeof(dir));
+	meta_syncs_left = 0;
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), -EIO);
+	ck_assert_int_eq(meta_syncs_left, -1);          /* it did fire */
+	ck_assert_ptr_null(m);
+	expect_k(dir, "durable");
+	ck_assert_uint_eq(last_txnid(dir), id);
 }
 END_TEST
 
@@ -882,6 +913,39 @@ START_TEST(test_record_mismatch)
 }
 END_TEST
 
+/* An open that finds data.mdb at the recorded commit writes nothing: the
+ * record keeps the (old) time it was given, and its commit stays. */
+START_TEST(test_open_matching_record_writes_nothing)
+{
+	const struct timespec old[2] = { { 946684800, 0 }, { 946684800, 0 } };
+	char dir[512], path[600];
+	struct csdfs_meta *m;
+	struct stat st;
+	uint64_t id;
+
+	test_dir(dir, sizeof(dir), "quietopen");
+	m = open_new(dir);
+	commit_k(m, "one");
+	csdfs_meta_close(m);
+	id = last_txnid(dir);
+	snprintf(path, sizeof(path), "%s/synced", dir);
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+
+	expect_k(dir, "one");
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_mtim.tv_sec, old[1].tv_sec);
+	ck_assert_uint_eq(last_txnid(dir), id);
+
+	/* A commit after it still moves the record. */
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	commit_k(m, "two");
+	csdfs_meta_close(m);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_gt(st.st_mtim.tv_sec, old[1].tv_sec);
+	expect_k(dir, "two");
+}
+END_TEST
+
 /* ---- key helpers --------------------------------------------------------- */
 
 START_TEST(test_be64)
@@ -940,6 +1004,8 @@ static Suite *meta_suite(void)
 	tcase_add_test(txn, test_nested_abort_and_commit);
 	tcase_add_test(txn, test_persist_reopen);
 	tcase_add_test(txn, test_unsynced_commit_rolled_back);
+	tcase_add_test(txn, test_open_matching_record_writes_nothing);
+	tcase_add_test(txn, test_rollback_sync_fails);
 	tcase_add_test(txn, test_commit_syncs_previous);
 	tcase_add_test(txn, test_torn_record);
 	tcase_add_test(txn, test_record_mismatch);

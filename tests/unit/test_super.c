@@ -26,9 +26,7 @@
 #include "check_run.h"
 #include "csdfs/csum.h"
 #include "csdfs/format.h"
-/* vol.h includes csdfs/io.h (whose fault section is outside its include
- * guard, so it is not included again here). */
-#include "vol.h"
+#include "vol.h"      /* and csdfs/io.h, for the fault seam */
 
 /* ---- an in-memory container ---------------------------------------------- */
 
@@ -484,14 +482,30 @@ static void file_pread(const char *path, void *buf, size_t len, off_t off)
 	close(fd);
 }
 
-/* csdfs_vol_open refuses a damaged container with the parser's errno and
- * message, and leaves the container as it was (no silent repair). */
-START_TEST(test_vol_open_refuses)
+static int install_fault(struct csdfs_io *io, void *arg)
+{
+	return csdfs_io_fault_install(io, arg);
+}
+
+/* mkfs a 64 MiB volume at tmpdir/@name; its path and its container's. */
+static void make_test_volume(const char *name, char *vpath, size_t vlen,
+			     char *cpath, size_t clen)
 {
 	struct csdfs_mkfs_opts mk = {
 		.size = 64ull << 20, .multiplier = 2.0,
 		.codec = { CSDFS_CODEC_ZSTD, 3 }, .chunk_size = 16384,
 	};
+	char err[512] = "";
+
+	snprintf(vpath, vlen, "%s/%s", tmpdir, name);
+	snprintf(cpath, clen, "%s/container", vpath);
+	ck_assert_msg(csdfs_vol_create(vpath, &mk, err, sizeof(err)) == 0, "mkfs: %s", err);
+}
+
+/* csdfs_vol_open refuses a damaged container with the parser's errno and
+ * message, and leaves the container as it was (no silent repair). */
+START_TEST(test_vol_open_refuses)
+{
 	struct csdfs_mount_opts mo = { .no_commit_thread = true };
 	unsigned char good[CSDFS_BLOCK_SIZE], now[CSDFS_BLOCK_SIZE];
 	struct csdfs_super_disk d;
@@ -499,10 +513,7 @@ START_TEST(test_vol_open_refuses)
 	char vpath[1100], cpath[1200], err[512];
 	int rc;
 
-	snprintf(vpath, sizeof(vpath), "%s/vol", tmpdir);
-	snprintf(cpath, sizeof(cpath), "%s/container", vpath);
-	err[0] = '\0';
-	ck_assert_msg(csdfs_vol_create(vpath, &mk, err, sizeof(err)) == 0, "mkfs: %s", err);
+	make_test_volume("vol", vpath, sizeof(vpath), cpath, sizeof(cpath));
 	file_pread(cpath, good, sizeof(good), 0);
 
 	/* Newer format version, checksum valid. */
@@ -557,20 +568,13 @@ END_TEST
  * its identity and creation time. */
 START_TEST(test_synced_feature)
 {
-	struct csdfs_mkfs_opts mk = {
-		.size = 64ull << 20, .multiplier = 2.0,
-		.codec = { CSDFS_CODEC_ZSTD, 3 }, .chunk_size = 16384,
-	};
 	struct csdfs_mount_opts mo = { .no_commit_thread = true };
 	struct csdfs_super_disk d, now;
 	struct csdfs_vol *vol = NULL;
 	char vpath[1100], cpath[1200], err[512];
 	int rc;
 
-	snprintf(vpath, sizeof(vpath), "%s/vol2", tmpdir);
-	snprintf(cpath, sizeof(cpath), "%s/container", vpath);
-	err[0] = '\0';
-	ck_assert_msg(csdfs_vol_create(vpath, &mk, err, sizeof(err)) == 0, "mkfs: %s", err);
+	make_test_volume("vol2", vpath, sizeof(vpath), cpath, sizeof(cpath));
 	file_pread(cpath, &d, sizeof(d), 0);
 	ck_assert_uint_eq(le64toh(d.incompat), CSDFS_FEATURE_INCOMPAT_SYNCED);
 
@@ -578,6 +582,28 @@ START_TEST(test_synced_feature)
 	d.created_sec = htole64(1234567890);
 	d.csum = htole32(csdfs_crc32c(0, &d, offsetof(struct csdfs_super_disk, csum)));
 	file_pwrite(cpath, &d, sizeof(d), 0);
+
+	/* The mark cannot be written, or not synced: the open fails naming
+	 * it and commits nothing; an unwritten mark leaves the volume as it
+	 * was (a written one is harmless: the next open finds it). */
+	for (int i = 0; i < 2; i++) {
+		struct csdfs_io_fault f = {
+			.kinds = i ? CSDFS_IO_SYNC : CSDFS_IO_PWRITE, .nth = 1, .err = EIO,
+		};
+
+		mo.io_hook = install_fault;
+		mo.io_hook_arg = &f;
+		err[0] = '\0';
+		rc = csdfs_vol_open(vpath, &mo, &vol, err, sizeof(err));
+		ck_assert_msg(rc == -EIO, "mark fails (%d): rc %d, '%s'", i, rc, err);
+		ck_assert_msg(strstr(err, "durability record") != NULL, "message '%s'", err);
+		ck_assert_uint_eq(f.failed, 1);
+		file_pread(cpath, &now, sizeof(now), 0);
+		ck_assert_uint_eq(now.incompat, i ? htole64(CSDFS_FEATURE_INCOMPAT_SYNCED) : 0);
+	}
+	file_pwrite(cpath, &d, sizeof(d), 0);   /* a sync failure may have written it */
+	mo.io_hook = NULL;
+	mo.io_hook_arg = NULL;
 	rc = csdfs_vol_open(vpath, &mo, &vol, err, sizeof(err));
 	ck_assert_msg(rc == 0, "older volume: rc %d, '%s'", rc, err);
 	file_pread(cpath, &now, sizeof(now), 0);

@@ -17,7 +17,6 @@
  * main() removes after all forked tests ran.
  */
 #include <check.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -34,6 +33,7 @@
 #include <unistd.h>
 
 #include "check_run.h"
+#include "sync_fault.h"
 #include "csdfs/csdfs.h"
 #include "csdfs/io.h"
 #include "csdfs/log.h"
@@ -1605,34 +1605,6 @@ START_TEST(test_shown_blocks)
 END_TEST
 
 /* ---- LMDB's own sync failing --------------------------------------------- */
-
-/* LMDB syncs data.mdb with fdatasync(2) itself, and the metadata layer
- * its durability record ("synced"), both out of reach of the I/O seam.
- * This definition interposes libc's (tests run forked, so it arms only the
- * test that sets it): once meta_syncs_left further syncs of either file
- * succeeded, the next one fails with EIO. */
-static int meta_syncs_left = -1;    /* < 0: not armed */
-
-int fdatasync(int fd)
-{
-	static int (*real)(int);
-	char link[64], target[PATH_MAX];
-	ssize_t n;
-
-	if (!real)
-		real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-	if (meta_syncs_left >= 0) {
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-		n = readlink(link, target, sizeof(target) - 1);
-		if (((n > 9 && !memcmp(target + n - 9, "/data.mdb", 9)) ||
-		     (n > 7 && !memcmp(target + n - 7, "/synced", 7))) &&
-		    meta_syncs_left-- == 0) {
-			errno = EIO;
-			return -1;
-		}
-	}
-	return real(fd);
-}
 
 /* A group commit whose metadata sync fails, either data.mdb's or its
  * durability record's (both after the volume lock is released): the fsync
