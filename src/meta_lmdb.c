@@ -58,6 +58,7 @@
 #include "csdfs/csum.h"
 #include "csdfs/log.h"
 #include "csdfs/meta.h"
+#include "csdfs/pool.h"
 
 static const char *const db_names[CSDFS_DB_COUNT] = {
 	[CSDFS_DB_META] = "meta",
@@ -80,6 +81,10 @@ struct csdfs_meta {
 	pthread_mutex_t sync_lock; /* orders syncs and top-level commits */
 	uint64_t committed;        /* sync_lock: last committed txn id */
 	uint64_t durable;          /* sync_lock: last txn id recorded durable */
+	/* What a commit needs durable besides data.mdb before the record
+	 * may name it (csdfs_meta_set_companion); NULL: nothing. */
+	int (*companion)(void *arg);
+	void *companion_arg;
 };
 
 struct csdfs_txn {
@@ -140,7 +145,9 @@ static int mdb_err(int rc)
  * (rollback_unsynced). Nothing is lost that a caller was told is durable:
  * csdfs_meta_sync() returns only after the record is on disk, and the next
  * commit cannot begin before that (sync_lock), so at most one commit is
- * ever ahead of the record.
+ * ever ahead of the record. The record also waits for the companion's
+ * sync (the volume's container): a commit may be made while the data it
+ * maps is written but not yet durable, and only the record makes it count.
  *
  * The record holds two 512-byte slots (a torn write can damage only one);
  * slot t % 2 gets id t: { LE32 magic, LE32 version, LE64 id, LE32 crc32c of
@@ -492,15 +499,24 @@ int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
 	return 0;
 }
 
-/* Sync data.mdb, then record the last commit as durable (sync_lock). */
-static int sync_locked(struct csdfs_meta *meta)
+/* Part @i of a sync: 0 data.mdb, 1 the companion. */
+static int sync_part(void *ctx, size_t i)
+{
+	struct csdfs_meta *meta = ctx;
+
+	return i ? meta->companion(meta->companion_arg) : mdb_err(mdb_env_sync(meta->env, 1));
+}
+
+/* Sync data.mdb and the companion (side by side on @pool, if any), then
+ * record the last commit as durable (sync_lock). */
+static int sync_locked(struct csdfs_meta *meta, struct csdfs_pool *pool)
 {
 	uint64_t id = meta->committed;
 	int rc;
 
 	if (id == meta->durable)
 		return 0;
-	rc = mdb_err(mdb_env_sync(meta->env, 1));
+	rc = csdfs_pool_run(pool, meta->companion ? 2 : 1, sync_part, meta);
 	if (!rc)
 		rc = synced_write(meta->synced_fd, id);
 	if (!rc)
@@ -514,10 +530,17 @@ int csdfs_meta_commit_group(struct csdfs_txn *txn)
 	MDB_envinfo info;
 	int rc;
 
+	/* A nested commit only merges into its parent: no id, nothing to
+	 * sync, and no wait behind a sync (its caller may hold locks). */
+	if (!txn->top) {
+		rc = mdb_err(mdb_txn_commit(txn->txn));
+		free(txn);
+		return rc;
+	}
 	pthread_mutex_lock(&meta->sync_lock);
 	/* Never two commits ahead of the record: the one before must be
 	 * durable first (a no-op unless a caller skipped csdfs_meta_sync). */
-	rc = sync_locked(meta);
+	rc = sync_locked(meta, NULL);
 	if (rc) {
 		mdb_txn_abort(txn->txn);
 	} else {
@@ -533,14 +556,27 @@ int csdfs_meta_commit_group(struct csdfs_txn *txn)
 	return rc;
 }
 
-int csdfs_meta_sync(struct csdfs_meta *meta)
+int csdfs_meta_sync_on(struct csdfs_meta *meta, struct csdfs_pool *pool)
 {
 	int rc;
 
 	pthread_mutex_lock(&meta->sync_lock);
-	rc = sync_locked(meta);
+	rc = sync_locked(meta, pool);
 	pthread_mutex_unlock(&meta->sync_lock);
 	return rc;
+}
+
+int csdfs_meta_sync(struct csdfs_meta *meta)
+{
+	return csdfs_meta_sync_on(meta, NULL);
+}
+
+void csdfs_meta_set_companion(struct csdfs_meta *meta, int (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&meta->sync_lock);
+	meta->companion = fn;
+	meta->companion_arg = arg;
+	pthread_mutex_unlock(&meta->sync_lock);
 }
 
 int csdfs_meta_commit(struct csdfs_txn *txn)

@@ -78,9 +78,6 @@ struct csdfs_vol {
 	uint64_t group_ops;        /* lock: operations in the open group */
 	uint64_t group_chunks;     /* lock: chunk changes in the open group */
 	int failed;                /* lock: -errno after a failed commit */
-	uint64_t op_seq;           /* lock: writable operations committed */
-	uint64_t synced_seq;       /* lock: op_seq when the last container
-				    * sync that completed had begun */
 	struct csdfs_alloc alloc;  /* lock */
 	struct csdfs_counters_disk counters; /* lock */
 	uint64_t next_ino;         /* lock */

@@ -4,16 +4,17 @@
  * transactions) and group commit.
  *
  * Group commit: all operations since the last commit live in one top-level
- * LMDB write transaction. A commit first fdatasyncs the container (so every
- * chunk the transaction maps is on stable storage), then commits LMDB and
- * syncs it (csdfs_meta_sync: a commit not synced is rolled back by the
- * next open), so a durable mapping never points at unwritten bytes. Blocks
- * freed by the group become allocatable only after that commit is durable.
- * fsync waits for the group holding the inode's last change; callers that
- * queue behind a running commit find their change already durable.
- * The volume lock is held through none of the syncs (see group_commit):
- * only LMDB's commit into the page cache, and a short container sync for
- * what was mapped meanwhile, run under it.
+ * LMDB write transaction. A commit writes LMDB's pages into the page cache
+ * (every chunk they map was written to the container before its operation
+ * ended), then fdatasyncs the container and data.mdb side by side, and only
+ * then records the commit as durable (csdfs_meta_sync_on, the container
+ * being the metadata layer's companion): a commit not recorded is rolled
+ * back by the next open, so a durable mapping never points at unwritten
+ * bytes. Blocks freed by the group become allocatable only after that
+ * commit is durable. fsync waits for the group holding the inode's last
+ * change; callers that queue behind a running commit find their change
+ * already durable. The volume lock is held through none of the syncs (see
+ * group_commit): only LMDB's commit into the page cache runs under it.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -387,7 +388,6 @@ int csdfs_op_end(struct csdfs_op *op, int rc)
 							    op->freed[i].start,
 							    op->freed[i].count);
 			vol->dirty = true;
-			vol->op_seq++;
 			vol->group_chunks += op->chunk_changes;
 			if (++vol->group_ops >= GROUP_OPS_MAX ||
 			    vol->group_chunks >= GROUP_CHUNKS_MAX)
@@ -485,9 +485,19 @@ struct closed_group {
 	size_t nfreed;
 };
 
-/* Close the open group (vol->lock held): the container gets a sync if an
- * operation mapped chunks since the last sync began, LMDB commits with its
- * pages written (not synced), and the next group opens. */
+/* The metadata layer's companion: a commit counts only once the data it
+ * maps is durable too. */
+static int sync_container(void *arg)
+{
+	struct csdfs_vol *vol = arg;
+
+	return csdfs_io_sync(&vol->io);
+}
+
+/* Close the open group (vol->lock held): LMDB commits with its pages
+ * written (not synced; the container neither), and the next group opens.
+ * A group closed before and not yet durable is made durable first (by
+ * csdfs_meta_commit_group, container included). */
 static int close_group_locked(struct csdfs_vol *vol, struct closed_group *cg)
 {
 	int rc;
@@ -499,13 +509,6 @@ static int close_group_locked(struct csdfs_vol *vol, struct closed_group *cg)
 		return 0;
 	rc = csdfs_meta_put(vol->group, CSDFS_DB_META, "counters", 8,
 			    &vol->counters, sizeof(vol->counters), 0);
-	if (!rc && vol->synced_seq != vol->op_seq) {
-		uint64_t seq = vol->op_seq;
-
-		rc = csdfs_io_sync(&vol->io);
-		if (!rc)
-			vol->synced_seq = seq;
-	}
 	if (!rc) {
 		uint64_t before = thread_wchar();
 
@@ -565,14 +568,14 @@ int csdfs_vol_commit_locked(struct csdfs_vol *vol)
 
 /*
  * A group commit that leaves vol->lock free through the slow parts, so
- * reads and writes go on while the disk syncs: the container is synced
- * first without the lock (up to twice, to catch what was mapped during the
- * first sync), and again under it only for operations mapped since; LMDB
- * commits under it into the page cache and is synced after the lock is
- * released (its fdatasync under the lock stalled every read and write for
- * about 0.9 ms per commit: 20-26 % of MariaDB's TPS). Commits are
- * serialised by commit_lock. @min_chunks > 0: commit only if the open
- * group still holds that many chunk changes (backpressure).
+ * reads and writes go on while the disk syncs: LMDB commits under it into
+ * the page cache; the container and data.mdb are synced after it is
+ * released, side by side on the compression pool, then the record (LMDB's
+ * fdatasync under the lock stalled every read and write for about 0.9 ms
+ * per commit: 20-26 % of MariaDB's TPS; the container's sync used to come
+ * first, alone). Commits are serialised by commit_lock. @min_chunks > 0:
+ * commit only if the open group still holds that many chunk changes
+ * (backpressure).
  */
 static int group_commit(struct csdfs_vol *vol, uint64_t min_chunks)
 {
@@ -585,23 +588,12 @@ static int group_commit(struct csdfs_vol *vol, uint64_t min_chunks)
 		pthread_mutex_unlock(&vol->lock);
 		return rc;
 	}
-	for (int round = 0; round < 2 && vol->synced_seq != vol->op_seq; round++) {
-		uint64_t seq = vol->op_seq;
-
-		pthread_mutex_unlock(&vol->lock);
-		rc = csdfs_io_sync(&vol->io);
-		pthread_mutex_lock(&vol->lock);
-		if (rc)
-			break;
-		if (seq > vol->synced_seq)
-			vol->synced_seq = seq;
-	}
-	rc = rc ? fail_locked(vol, rc) : close_group_locked(vol, &cg);
+	rc = close_group_locked(vol, &cg);
 	pthread_mutex_unlock(&vol->lock);
 	if (rc || !cg.gen)
 		return rc;
 
-	rc = csdfs_meta_sync(vol->meta);
+	rc = csdfs_meta_sync_on(vol->meta, vol->pool);
 	pthread_mutex_lock(&vol->lock);
 	if (rc) {
 		free(cg.freed);
@@ -926,6 +918,7 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 			 path, strerror(-rc));
 		goto out_free;
 	}
+	csdfs_meta_set_companion(vol->meta, sync_container, vol);
 	rc = csdfs_meta_begin(vol->meta, NULL, &vol->group);
 	if (rc) {
 		snprintf(err, errlen, "cannot read the metadata of '%s': %s", path, strerror(-rc));

@@ -38,6 +38,7 @@ enum csdfs_db {
 };
 
 struct csdfs_meta;
+struct csdfs_pool;
 struct csdfs_txn;
 struct csdfs_cursor;
 
@@ -91,6 +92,19 @@ int csdfs_meta_commit_group(struct csdfs_txn *txn);
 /* Make every commit so far durable and record it so. Safe beside an open
  * transaction and from another thread than the one committing. */
 int csdfs_meta_sync(struct csdfs_meta *meta);
+/* The same, with the companion's sync and data.mdb's side by side on
+ * @pool (NULL: one after the other). */
+int csdfs_meta_sync_on(struct csdfs_meta *meta, struct csdfs_pool *pool);
+/*
+ * csdfs_meta_set_companion - what else a commit needs durable before the
+ * durability record may name it (the volume: its container, holding the
+ * data the commit maps). Every sync that is to record a commit runs
+ * @fn(@arg) beside data.mdb's sync, and records nothing if it fails. So a
+ * commit may map data whose write is not yet durable, as long as the
+ * write completed before the commit. Called with no transaction of this
+ * thread open; @fn must not call into @meta.
+ */
+void csdfs_meta_set_companion(struct csdfs_meta *meta, int (*fn)(void *arg), void *arg);
 void csdfs_meta_abort(struct csdfs_txn *txn);
 
 /* @return 0, -ENOENT if absent. */

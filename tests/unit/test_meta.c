@@ -18,6 +18,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -835,6 +837,109 @@ START_TEST(test_rollback_sync_fails)
 }
 END_TEST
 
+/* ---- the companion -------------------------------------------------------- */
+
+/* A companion that counts its calls, fails with companion_rc, and with
+ * companion_hold set waits (holding the sync) until it is cleared. */
+static pthread_mutex_t companion_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t companion_cv = PTHREAD_COND_INITIALIZER;
+static int companion_calls, companion_rc;
+static bool companion_hold, companion_in;
+
+static int companion(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&companion_mu);
+	companion_calls++;
+	companion_in = true;
+	pthread_cond_broadcast(&companion_cv);
+	while (companion_hold)
+		pthread_cond_wait(&companion_cv, &companion_mu);
+	pthread_mutex_unlock(&companion_mu);
+	return companion_rc;
+}
+
+/* Every sync that records a commit runs the companion, and records nothing
+ * if it fails: the commit is rolled back at the next open. A sync with
+ * nothing to record runs nothing. */
+START_TEST(test_companion_gates_record)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+
+	test_dir(dir, sizeof(dir), "companion");
+	m = open_new(dir);
+	csdfs_meta_set_companion(m, companion, NULL);
+	commit_k(m, "one");
+	ck_assert_int_eq(companion_calls, 1);
+	ck_assert_int_eq(csdfs_meta_sync(m), 0);
+	ck_assert_int_eq(companion_calls, 1);
+
+	commit_k_unsynced(m, "two");
+	companion_rc = -EIO;
+	ck_assert_int_eq(csdfs_meta_sync(m), -EIO);
+	ck_assert_int_eq(companion_calls, 2);
+	csdfs_meta_close(m);
+	expect_k(dir, "one");
+	companion_rc = 0;
+
+	/* A commit made while the one before is unrecorded runs it too. */
+	m = NULL;
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	csdfs_meta_set_companion(m, companion, NULL);
+	commit_k_unsynced(m, "three");
+	commit_k_unsynced(m, "four");
+	ck_assert_int_eq(companion_calls, 3);
+	csdfs_meta_close(m);
+	expect_k(dir, "three");
+}
+END_TEST
+
+static void *sync_thread(void *arg)
+{
+	return (void *)(intptr_t)csdfs_meta_sync(arg);
+}
+
+/* A nested commit never waits for a sync in progress: its caller (an
+ * operation ending under the volume lock) would stall every other. */
+START_TEST(test_nested_commit_beside_sync)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *top, *child;
+	pthread_t t;
+	void *ret;
+
+	test_dir(dir, sizeof(dir), "beside");
+	m = open_new(dir);
+	csdfs_meta_set_companion(m, companion, NULL);
+	commit_k_unsynced(m, "one");
+	companion_hold = true;
+	ck_assert_int_eq(pthread_create(&t, NULL, sync_thread, m), 0);
+	pthread_mutex_lock(&companion_mu);
+	while (!companion_in)
+		pthread_cond_wait(&companion_cv, &companion_mu);
+	pthread_mutex_unlock(&companion_mu);
+
+	/* The sync now holds its lock, inside the companion. */
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &top), 0);
+	ck_assert_int_eq(csdfs_meta_begin(m, top, &child), 0);
+	put_str(child, CSDFS_DB_META, "k", 1, "two");
+	ck_assert_int_eq(csdfs_meta_commit(child), 0);
+	expect_val(top, CSDFS_DB_META, "k", 1, "two");
+
+	pthread_mutex_lock(&companion_mu);
+	companion_hold = false;
+	pthread_cond_broadcast(&companion_cv);
+	pthread_mutex_unlock(&companion_mu);
+	ck_assert_int_eq(pthread_join(t, &ret), 0);
+	ck_assert_int_eq((int)(intptr_t)ret, 0);
+	ck_assert_int_eq(csdfs_meta_commit(top), 0);
+	csdfs_meta_close(m);
+	expect_k(dir, "two");
+}
+END_TEST
+
 /* The next commit makes the one before it durable first: never two
  * commits ahead of the record. */
 START_TEST(test_commit_syncs_previous)
@@ -1006,6 +1111,8 @@ static Suite *meta_suite(void)
 	tcase_add_test(txn, test_unsynced_commit_rolled_back);
 	tcase_add_test(txn, test_open_matching_record_writes_nothing);
 	tcase_add_test(txn, test_rollback_sync_fails);
+	tcase_add_test(txn, test_companion_gates_record);
+	tcase_add_test(txn, test_nested_commit_beside_sync);
 	tcase_add_test(txn, test_commit_syncs_previous);
 	tcase_add_test(txn, test_torn_record);
 	tcase_add_test(txn, test_record_mismatch);
