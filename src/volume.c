@@ -443,21 +443,65 @@ static int reuse_cb(void *ctx, uint64_t start, uint64_t count)
 				 vol->punch ? punch_cb : NULL, vol);
 }
 
-/* Bytes this thread has passed to write-family calls (LMDB's own writes
- * happen in the committing thread), for write amplification. */
+/*
+ * Bytes this thread has passed to write-family calls (LMDB's own writes
+ * happen in the committing thread), for write amplification; 0 if unknown.
+ * Read twice per commit under vol->lock, so each thread keeps its
+ * /proc/thread-self/io open (closed when it exits; reopened in a forked
+ * child, where the inherited one names the parent's thread).
+ */
+static pthread_once_t wchar_once = PTHREAD_ONCE_INIT;
+static pthread_key_t wchar_key;
+static unsigned wchar_fork_gen;
+static _Thread_local int wchar_fd = -1;
+static _Thread_local unsigned wchar_gen;
+
+static void wchar_close(void *p)
+{
+	close((int)(intptr_t)p - 1);
+}
+
+static void wchar_forked(void)
+{
+	wchar_fork_gen++;
+}
+
+static void wchar_init(void)
+{
+	if (pthread_key_create(&wchar_key, wchar_close) == 0)
+		pthread_atfork(NULL, NULL, wchar_forked);
+	else
+		wchar_key = (pthread_key_t)-1;
+}
+
 static uint64_t thread_wchar(void)
 {
-	char line[128];
-	uint64_t v = 0;
-	FILE *f = fopen("/proc/thread-self/io", "r");
+	char buf[512];
+	const char *p;
+	ssize_t n;
 
-	if (!f)
+	pthread_once(&wchar_once, wchar_init);
+	if (wchar_fd >= 0 && wchar_gen != wchar_fork_gen) {
+		close(wchar_fd);
+		wchar_fd = -1;
+	}
+	if (wchar_fd < 0 && wchar_key != (pthread_key_t)-1) {
+		wchar_fd = open("/proc/thread-self/io", O_RDONLY | O_CLOEXEC);
+		if (wchar_fd >= 0 &&
+		    pthread_setspecific(wchar_key, (void *)(intptr_t)(wchar_fd + 1))) {
+			close(wchar_fd);
+			wchar_fd = -1;
+		}
+		wchar_gen = wchar_fork_gen;
+	}
+	if (wchar_fd < 0)
 		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "wchar: %" SCNu64, &v) == 1)
-			break;
-	fclose(f);
-	return v;
+	n = pread(wchar_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strstr(buf, "wchar: ");
+	return p ? strtoull(p + 7, NULL, 10) : 0;
 }
 
 /* The in-memory state no longer matches any durable state: refuse
@@ -510,12 +554,14 @@ static int close_group_locked(struct csdfs_vol *vol, struct closed_group *cg)
 	rc = csdfs_meta_put(vol->group, CSDFS_DB_META, "counters", 8,
 			    &vol->counters, sizeof(vol->counters), 0);
 	if (!rc) {
-		uint64_t before = thread_wchar();
+		uint64_t before = thread_wchar(), after;
 
 		/* Counted into the next commit's counters. */
 		rc = csdfs_meta_commit_group(vol->group);
 		vol->group = NULL;
-		vol->counters.meta_bytes_written += thread_wchar() - before;
+		after = thread_wchar();
+		if (before && after > before)
+			vol->counters.meta_bytes_written += after - before;
 	}
 	if (!rc)
 		rc = csdfs_meta_begin(vol->meta, NULL, &vol->group);

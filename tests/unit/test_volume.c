@@ -658,6 +658,7 @@ START_TEST(test_compression_accounting)
 	size_t len = 1u << 20;
 	char *buf = malloc(len);
 	struct stat st;
+	uint64_t meta1;
 	double r;
 
 	rng_state = 99;
@@ -689,6 +690,16 @@ START_TEST(test_compression_accounting)
 			   (uint64_t)getattr(vol, rnd).st_blocks) * 512);
 	ck_assert_int_gt(xget(vol, ROOT, "user.csdfs.physical", v, sizeof(v)), 0);
 	ck_assert_uint_eq(strtoull(v, NULL, 10), vol_physical(vol));
+
+	/* Each commit counts the pages LMDB wrote for it (at least one). */
+	ck_assert_int_eq(csdfs_fs_fsync(vol, rnd), 0);
+	ck_assert_int_gt(xget(vol, ROOT, "user.csdfs.meta_bytes_written", v, sizeof(v)), 0);
+	meta1 = strtoull(v, NULL, 10);
+	ck_assert_uint_ge(meta1, 4096);
+	wr(vol, half, buf, 65536, 0);
+	ck_assert_int_eq(csdfs_fs_fsync(vol, half), 0);
+	ck_assert_int_gt(xget(vol, ROOT, "user.csdfs.meta_bytes_written", v, sizeof(v)), 0);
+	ck_assert_uint_ge(strtoull(v, NULL, 10), meta1 + 4096);
 	close_fsck(vol, path);
 	free(buf);
 }
