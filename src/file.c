@@ -227,7 +227,8 @@ static bool run_is_raw(const struct csdfs_chunk_disk *recs, uint64_t k, uint32_t
 /*
  * Read whole chunks recs[0..] (have[] mapped, @n of them, @room bytes of
  * @dst) that lie back to back in the container, as sequentially written
- * chunks do, with one pread, and decode each into @dst. Not cached: the
+ * chunks do, with one pread into @span (@span_cap bytes, at most
+ * READ_SPAN_MAX), and decode each into @dst. Not cached: the
  * kernel's page cache holds whole chunks it read. @return how many chunks
  * were delivered (0: let load_chunk do the first one, e.g. after a
  * checksum mismatch, which it retries and reports).
@@ -235,13 +236,13 @@ static bool run_is_raw(const struct csdfs_chunk_disk *recs, uint64_t k, uint32_t
 static uint64_t read_whole_run(struct csdfs_vol *vol, uint32_t cs,
 			       const struct csdfs_chunk_disk *recs,
 			       const bool *have, uint64_t n, char *dst,
-			       uint64_t room, char *span)
+			       uint64_t room, char *span, size_t span_cap)
 {
 	uint64_t k = 0, len = 0, done = 0;
 
 	while (k < n && have[k] && (k + 1) * cs <= room &&
 	       recs[k].plen <= csdfs_codec_bound(cs) &&
-	       len + recs[k].plen <= READ_SPAN_MAX &&
+	       len + recs[k].plen <= span_cap &&
 	       (k == 0 || recs[k].pa == recs[0].pa + len)) {
 		len += recs[k].plen;
 		k++;
@@ -789,6 +790,7 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	char *tmp = NULL, *scratch = NULL;
 	uint64_t first, last, n, end;
 	bool *have = NULL, need_atime = false;
+	size_t span_cap;
 	uint64_t gen;
 	uint32_t cs;
 	int rc;
@@ -863,9 +865,14 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	csdfs_op_end(&op, 0);
 	if (rc)
 		goto out;
+	/* Room for the stored bytes of every chunk asked for, up to one span:
+	 * a page-sized read does not allocate (and fault in) a whole span. */
+	span_cap = n * csdfs_codec_bound(cs) < READ_SPAN_MAX ?
+		   n * csdfs_codec_bound(cs) : READ_SPAN_MAX;
+	if (span_cap < csdfs_codec_bound(cs))
+		span_cap = csdfs_codec_bound(cs);
 	tmp = malloc(cs);
-	scratch = malloc(csdfs_codec_bound(cs) > READ_SPAN_MAX ?
-			 csdfs_codec_bound(cs) : READ_SPAN_MAX);
+	scratch = malloc(span_cap);
 	if (!tmp || !scratch) {
 		rc = -ENOMEM;
 		goto out;
@@ -885,7 +892,7 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 			 * with one read for a run of chunks stored back to back. */
 			uint64_t got = read_whole_run(vol, cs, recs + i, have + i, n - i,
 						      buf + (cstart - off), end - cstart,
-						      scratch);
+						      scratch, span_cap);
 
 			if (got) {
 				i += got - 1;
