@@ -451,9 +451,9 @@ static int reuse_cb(void *ctx, uint64_t start, uint64_t count)
  * child, where the inherited one names the parent's thread).
  */
 static pthread_once_t wchar_once = PTHREAD_ONCE_INIT;
-static pthread_key_t wchar_key;
+static pthread_key_t wchar_key;    /* this thread's fd + 1; 0: none */
+static bool wchar_ok;              /* the key exists */
 static unsigned wchar_fork_gen;
-static _Thread_local int wchar_fd = -1;
 static _Thread_local unsigned wchar_gen;
 
 static void wchar_close(void *p)
@@ -468,10 +468,8 @@ static void wchar_forked(void)
 
 static void wchar_init(void)
 {
-	if (pthread_key_create(&wchar_key, wchar_close) == 0)
-		pthread_atfork(NULL, NULL, wchar_forked);
-	else
-		wchar_key = (pthread_key_t)-1;
+	wchar_ok = pthread_key_create(&wchar_key, wchar_close) == 0 &&
+		   pthread_atfork(NULL, NULL, wchar_forked) == 0;
 }
 
 static uint64_t thread_wchar(void)
@@ -479,24 +477,28 @@ static uint64_t thread_wchar(void)
 	char buf[512];
 	const char *p;
 	ssize_t n;
+	int fd;
 
 	pthread_once(&wchar_once, wchar_init);
-	if (wchar_fd >= 0 && wchar_gen != wchar_fork_gen) {
-		close(wchar_fd);
-		wchar_fd = -1;
-	}
-	if (wchar_fd < 0 && wchar_key != (pthread_key_t)-1) {
-		wchar_fd = open("/proc/thread-self/io", O_RDONLY | O_CLOEXEC);
-		if (wchar_fd >= 0 &&
-		    pthread_setspecific(wchar_key, (void *)(intptr_t)(wchar_fd + 1))) {
-			close(wchar_fd);
-			wchar_fd = -1;
-		}
-		wchar_gen = wchar_fork_gen;
-	}
-	if (wchar_fd < 0)
+	if (!wchar_ok)
 		return 0;
-	n = pread(wchar_fd, buf, sizeof(buf) - 1, 0);
+	fd = (int)(intptr_t)pthread_getspecific(wchar_key) - 1;
+	if (fd >= 0 && wchar_gen != wchar_fork_gen) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0) {
+		fd = open("/proc/thread-self/io", O_RDONLY | O_CLOEXEC);
+		wchar_gen = wchar_fork_gen;
+		if (pthread_setspecific(wchar_key, (void *)(intptr_t)(fd + 1))) {
+			if (fd >= 0)
+				close(fd);
+			return 0;
+		}
+		if (fd < 0)
+			return 0;
+	}
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
