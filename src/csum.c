@@ -27,6 +27,18 @@
 /* crc32c_table[k][b]: CRC of byte b followed by k zero bytes. */
 static uint32_t crc32c_table[8][256];
 
+/*
+ * The crc32 instruction takes 3 cycles but can start one every cycle, so
+ * one running CRC uses a third of it. Long buffers are cut into blocks of
+ * three lanes checksummed side by side, then joined: for the raw (not
+ * inverted) register, crc(A || B) = shift(crc(A), |B|) ^ crc(B from 0),
+ * where shift appends |B| zero bytes. lane_shift[k][b] is that shift, for
+ * LANE bytes, of byte b placed k bytes up in the register; the shift is
+ * linear, so four lookups do it for any register value.
+ */
+#define LANE 1024u
+static uint32_t lane_shift[4][256];
+
 typedef uint32_t crc32c_fn(uint32_t crc, const void *buf, size_t len);
 static crc32c_fn *crc32c_impl;
 static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
@@ -48,6 +60,28 @@ static void crc32c_init(void)
 					     crc32c_table[0][prev & 0xff];
 		}
 
+	/* The shift of each single register bit, by LANE zero bytes, then
+	 * every byte value as the sum of its bits' shifts. */
+	{
+		uint32_t bit_shift[32];
+
+		for (int i = 0; i < 32; i++) {
+			uint32_t c = 1u << i;
+
+			for (unsigned int n = 0; n < LANE; n++)
+				c = crc32c_table[0][c & 0xff] ^ (c >> 8);
+			bit_shift[i] = c;
+		}
+		for (int k = 0; k < 4; k++)
+			for (unsigned int b = 0; b < 256; b++) {
+				uint32_t v = 0;
+
+				for (int i = 0; i < 8; i++)
+					if (b & (1u << i))
+						v ^= bit_shift[8 * k + i];
+				lane_shift[k][b] = v;
+			}
+	}
 	crc32c_impl = csdfs_crc32c_hw_usable() ? csdfs_crc32c_hw :
 						 csdfs_crc32c_sw;
 }
@@ -82,6 +116,13 @@ uint32_t csdfs_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 }
 
 #if CSUM_HAVE_SSE42
+/* The register @c followed by LANE zero bytes. */
+static inline uint32_t lane_shift_apply(uint32_t c)
+{
+	return lane_shift[0][c & 0xff] ^ lane_shift[1][(c >> 8) & 0xff] ^
+	       lane_shift[2][(c >> 16) & 0xff] ^ lane_shift[3][c >> 24];
+}
+
 __attribute__((target("sse4.2")))
 static uint32_t crc32c_sse42(uint32_t crc, const unsigned char *p, size_t len)
 {
@@ -91,6 +132,24 @@ static uint32_t crc32c_sse42(uint32_t crc, const unsigned char *p, size_t len)
 	while (len && ((uintptr_t)p & 7)) {
 		c = _mm_crc32_u8((uint32_t)c, *p++);
 		len--;
+	}
+	while (len >= 3 * LANE) {
+		uint64_t c1 = 0, c2 = 0;
+
+		for (size_t i = 0; i < LANE; i += 8) {
+			uint64_t w0, w1, w2;
+
+			memcpy(&w0, p + i, 8);
+			memcpy(&w1, p + LANE + i, 8);
+			memcpy(&w2, p + 2 * LANE + i, 8);
+			c = _mm_crc32_u64(c, w0);
+			c1 = _mm_crc32_u64(c1, w1);
+			c2 = _mm_crc32_u64(c2, w2);
+		}
+		c = lane_shift_apply((uint32_t)c) ^ c1;
+		c = lane_shift_apply((uint32_t)c) ^ c2;
+		p += 3 * LANE;
+		len -= 3 * LANE;
 	}
 	while (len >= 8) {
 		uint64_t w;
@@ -107,6 +166,7 @@ static uint32_t crc32c_sse42(uint32_t crc, const unsigned char *p, size_t len)
 
 uint32_t csdfs_crc32c_hw(uint32_t crc, const void *buf, size_t len)
 {
+	pthread_once(&crc32c_once, crc32c_init);
 	return crc32c_sse42(crc, buf, len);
 }
 

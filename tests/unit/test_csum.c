@@ -161,6 +161,30 @@ START_TEST(test_hw_sw_large)
 }
 END_TEST
 
+/* Lengths on either side of 1, 2 and 4 blocks of the hardware path's three
+ * lanes (3 KiB, 6 KiB, 12 KiB), at every 8-byte misalignment. */
+START_TEST(test_hw_sw_lane_blocks)
+{
+	static unsigned char buf[12 * 1024 + 64];
+	static const size_t around[] = { 3072, 6144, 12288 };
+
+	rng_fill(buf, sizeof(buf));
+	for (size_t a = 0; a < sizeof(around) / sizeof(around[0]); a++)
+		for (size_t len = around[a] - 40; len <= around[a] + 40; len++)
+			for (size_t off = 0; off < 8; off++) {
+				uint32_t seed = (uint32_t)rng_next();
+				uint32_t sw = csdfs_crc32c_sw(seed, buf + off, len);
+
+				ck_assert_uint_eq(csdfs_crc32c(seed, buf + off, len), sw);
+				if (csdfs_crc32c_hw_usable())
+					ck_assert_uint_eq(csdfs_crc32c_hw(seed, buf + off,
+									  len), sw);
+			}
+	ck_assert_uint_eq(csdfs_crc32c_sw(0, buf, 3072),
+			  ref_crc32c(0, buf, 3072));
+}
+END_TEST
+
 /* A flipped bit anywhere must change the CRC (CRCs detect all 1-bit errors). */
 START_TEST(test_single_bit_errors)
 {
@@ -190,6 +214,7 @@ static Suite *csum_suite(void)
 	tcase_add_test(tc, test_compose);
 	tcase_add_test(tc, test_hw_sw_small);
 	tcase_add_test(tc, test_hw_sw_large);
+	tcase_add_test(tc, test_hw_sw_lane_blocks);
 	tcase_add_test(tc, test_single_bit_errors);
 	suite_add_tcase(s, tc);
 	return s;
