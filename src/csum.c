@@ -41,6 +41,7 @@ static uint32_t lane_shift[4][256];
 
 typedef uint32_t crc32c_fn(uint32_t crc, const void *buf, size_t len);
 static crc32c_fn *crc32c_impl;
+static crc32c_fn crc32c_hw_ready;
 static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
 
 static void crc32c_init(void)
@@ -82,7 +83,7 @@ static void crc32c_init(void)
 				lane_shift[k][b] = v;
 			}
 	}
-	crc32c_impl = csdfs_crc32c_hw_usable() ? csdfs_crc32c_hw :
+	crc32c_impl = csdfs_crc32c_hw_usable() ? crc32c_hw_ready :
 						 csdfs_crc32c_sw;
 }
 
@@ -164,6 +165,12 @@ static uint32_t crc32c_sse42(uint32_t crc, const unsigned char *p, size_t len)
 	return ~(uint32_t)c;
 }
 
+/* What csdfs_crc32c() calls: its pthread_once has built the lane tables. */
+static uint32_t crc32c_hw_ready(uint32_t crc, const void *buf, size_t len)
+{
+	return crc32c_sse42(crc, buf, len);
+}
+
 uint32_t csdfs_crc32c_hw(uint32_t crc, const void *buf, size_t len)
 {
 	pthread_once(&crc32c_once, crc32c_init);
@@ -176,6 +183,11 @@ bool csdfs_crc32c_hw_usable(void)
 }
 #else
 /* No crc32 instruction on this architecture: the table is the only path. */
+static uint32_t crc32c_hw_ready(uint32_t crc, const void *buf, size_t len)
+{
+	return csdfs_crc32c_sw(crc, buf, len);
+}
+
 uint32_t csdfs_crc32c_hw(uint32_t crc, const void *buf, size_t len)
 {
 	return csdfs_crc32c_sw(crc, buf, len);
