@@ -213,6 +213,13 @@ static int load_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 
 /* Largest run of stored chunks one read fetches (and the read scratch). */
 #define READ_SPAN_MAX (1u << 20)
+/* Runs from this many logical bytes on are streaming reads (readahead, large
+ * reads): they are read past the host's page cache (csdfs_io_pread_direct),
+ * since the kernel caches what we return. Smaller reads, such as a
+ * database's page reads, keep the host's cache as a second level. */
+#define READ_DIRECT_MIN (128u << 10)
+/* The read scratch has room to round a run out to whole host blocks. */
+#define SPAN_SLACK (2 * CSDFS_IO_DIRECT_ALIGN)
 
 /* All @k chunks stored uncompressed and whole: their bytes are the data. */
 static bool run_is_raw(const struct csdfs_chunk_disk *recs, uint64_t k, uint32_t cs)
@@ -228,10 +235,11 @@ static bool run_is_raw(const struct csdfs_chunk_disk *recs, uint64_t k, uint32_t
  * Read whole chunks recs[0..] (have[] mapped, @n of them, @room bytes of
  * @dst) that lie back to back in the container, as sequentially written
  * chunks do, with one pread into @span (@span_cap bytes, at most
- * READ_SPAN_MAX), and decode each into @dst. Not cached: the
- * kernel's page cache holds whole chunks it read. @return how many chunks
- * were delivered (0: let load_chunk do the first one, e.g. after a
- * checksum mismatch, which it retries and reports).
+ * READ_SPAN_MAX, plus SPAN_SLACK; aligned to CSDFS_IO_DIRECT_ALIGN), and
+ * decode each into @dst. Not cached: the kernel's page cache holds whole
+ * chunks it read. @return how many chunks were delivered (0: let load_chunk
+ * do the first one, e.g. after a checksum mismatch, which it retries and
+ * reports).
  */
 static uint64_t read_whole_run(struct csdfs_vol *vol, uint32_t cs,
 			       const struct csdfs_chunk_disk *recs,
@@ -239,6 +247,7 @@ static uint64_t read_whole_run(struct csdfs_vol *vol, uint32_t cs,
 			       uint64_t room, char *span, size_t span_cap)
 {
 	uint64_t k = 0, len = 0, done = 0;
+	bool streaming;
 
 	while (k < n && have[k] && (k + 1) * cs <= room &&
 	       recs[k].plen <= csdfs_codec_bound(cs) &&
@@ -249,10 +258,14 @@ static uint64_t read_whole_run(struct csdfs_vol *vol, uint32_t cs,
 	}
 	if (k < 2)
 		return 0;
+	streaming = k * cs >= READ_DIRECT_MIN;
 	/* Incompressible data is stored as it is: read it straight into the
 	 * reply and check it there, no copy. */
 	if (run_is_raw(recs, k, cs)) {
-		if (csdfs_io_pread(&vol->io, dst, len, recs[0].pa))
+		int rc = streaming ? csdfs_io_pread_direct(&vol->io, dst, len, recs[0].pa)
+				   : csdfs_io_pread(&vol->io, dst, len, recs[0].pa);
+
+		if (rc)
 			return 0;
 		for (uint64_t j = 0; j < k; j++) {
 			if (!vol->test_inplace &&
@@ -262,8 +275,20 @@ static uint64_t read_whole_run(struct csdfs_vol *vol, uint32_t cs,
 		}
 		return done;
 	}
-	if (csdfs_io_pread(&vol->io, span, len, recs[0].pa))
+	if (streaming) {
+		/* Whole host blocks around the run, so it can be read direct:
+		 * packed chunks start and end anywhere in a block. */
+		uint64_t head = recs[0].pa % CSDFS_IO_DIRECT_ALIGN;
+		uint64_t whole = (head + len + CSDFS_IO_DIRECT_ALIGN - 1) /
+				 CSDFS_IO_DIRECT_ALIGN * CSDFS_IO_DIRECT_ALIGN;
+
+		if (recs[0].pa - head + whole > vol->io.size ||
+		    csdfs_io_pread_direct(&vol->io, span, whole, recs[0].pa - head))
+			return 0;
+		span += head;
+	} else if (csdfs_io_pread(&vol->io, span, len, recs[0].pa)) {
 		return 0;
+	}
 	for (uint64_t j = 0, at = 0; j < k; at += recs[j].plen, j++) {
 		if (decode_chunk(&recs[j], span + at, dst + j * cs, cs,
 				 !vol->test_inplace))
@@ -872,7 +897,8 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	if (span_cap < csdfs_codec_bound(cs))
 		span_cap = csdfs_codec_bound(cs);
 	tmp = malloc(cs);
-	scratch = malloc(span_cap);
+	if (posix_memalign((void **)&scratch, CSDFS_IO_DIRECT_ALIGN, span_cap + SPAN_SLACK))
+		scratch = NULL;
 	if (!tmp || !scratch) {
 		rc = -ENOMEM;
 		goto out;

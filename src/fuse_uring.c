@@ -280,6 +280,15 @@ bool csdfs_uring_take_reply(const struct iovec *iov, int count, ssize_t *n)
 	return true;
 }
 
+char *csdfs_uring_reply_room(size_t size)
+{
+	struct ring_thread *t = current;
+
+	if (!t || t->replied || size > t->area_len - FRONT)
+		return NULL;
+	return t->area + FRONT;
+}
+
 /*
  * Where a thread may run. Pinned to its queue's CPU, a request is served
  * where it was made: for one synchronous request at a time that cuts

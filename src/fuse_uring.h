@@ -35,6 +35,13 @@ void csdfs_uring_go(struct csdfs_uring *u, size_t payload);
  * and the result is true. */
 bool csdfs_uring_take_reply(const struct iovec *iov, int count, ssize_t *n);
 
+/* Room to build a reply body in place: when the calling thread is a ring
+ * thread with an unanswered request and @size bytes fit, its registered
+ * payload buffer (page-aligned); a reply whose body starts there is then
+ * committed without a copy. NULL otherwise (build the reply elsewhere).
+ * Valid until the thread answers. */
+char *csdfs_uring_reply_room(size_t size);
+
 /* How many requests came over the rings so far. */
 unsigned long csdfs_uring_served(const struct csdfs_uring *u);
 

@@ -58,10 +58,10 @@ ssize_t csdfs_uring_put_reply(struct uring_req_header *hdr, char *payload,
 			len -= h;
 			at += h;
 		}
-		if (len) {
+		/* A body built in place (csdfs_uring_reply_room) stays. */
+		if (len && p != payload + (at - sizeof(oh)))
 			memcpy(payload + (at - sizeof(oh)), p, len);
-			at += len;
-		}
+		at += len;
 	}
 	memcpy(hdr->in_out, &oh, sizeof(oh));
 	hdr->ent.payload_sz = (uint32_t)(total - sizeof(oh));

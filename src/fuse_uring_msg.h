@@ -50,7 +50,8 @@ char *csdfs_uring_rebuild(const struct uring_req_header *hdr, char *payload,
  * csdfs_uring_put_reply - store a reply gathered from @iov (@count pieces,
  * beginning with a whole fuse_out_header) in the entry: the header into
  * @hdr->in_out, the body into @payload (@cap bytes) and its length into
- * @hdr->ent.payload_sz.
+ * @hdr->ent.payload_sz. A piece that already lies where its bytes belong
+ * in @payload (a body built in place) is not copied.
  * @return the reply's total length (what writev would have returned), or
  * -EMSGSIZE when the body is larger than @cap or the header is cut short
  * (the entry is then untouched).

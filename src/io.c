@@ -2,7 +2,11 @@
 /*
  * The POSIX backend of the I/O seam. The container is opened without
  * O_DIRECT: chunks are packed at byte granularity, and durability comes from
- * fdatasync at group commit, not from the write path.
+ * fdatasync at group commit, not from the write path. A second, read-only
+ * O_DIRECT descriptor serves large streaming reads: their bytes end in the
+ * FUSE mount's page cache, and a second copy in the host's page cache costs
+ * more CPU than the disk read (cold 1 MiB reads here: 1.1 GB/s at 60 % of a
+ * CPU buffered, 2.0 GB/s at 16 % direct).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,13 +16,12 @@
 
 #include "csdfs/io.h"
 
-static int posix_pread(struct csdfs_io *io, void *buf, size_t len,
-		       uint64_t off)
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
 	char *p = buf;
 
 	while (len) {
-		ssize_t n = pread(io->fd, p, len, (off_t)off);
+		ssize_t n = pread(fd, p, len, (off_t)off);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -32,6 +35,29 @@ static int posix_pread(struct csdfs_io *io, void *buf, size_t len,
 		off += (uint64_t)n;
 	}
 	return 0;
+}
+
+static int posix_pread(struct csdfs_io *io, void *buf, size_t len,
+		       uint64_t off)
+{
+	return pread_all(io->fd, buf, len, off);
+}
+
+static int posix_pread_direct(struct csdfs_io *io, void *buf, size_t len,
+			      uint64_t off)
+{
+	const uint64_t a = CSDFS_IO_DIRECT_ALIGN;
+	int dfd = __atomic_load_n(&io->dfd, __ATOMIC_RELAXED), rc;
+
+	if (dfd < 0 || (uintptr_t)buf % a || len % a || off % a)
+		return pread_all(io->fd, buf, len, off);
+	rc = pread_all(dfd, buf, len, off);
+	/* A host that takes O_DIRECT opens but not these reads: stop asking. */
+	if (rc == -EINVAL) {
+		__atomic_store_n(&io->dfd, -1, __ATOMIC_RELAXED);
+		rc = pread_all(io->fd, buf, len, off);
+	}
+	return rc;
 }
 
 static int posix_pwrite(struct csdfs_io *io, const void *buf, size_t len,
@@ -73,11 +99,14 @@ static void posix_close(struct csdfs_io *io)
 {
 	if (io->fd >= 0)
 		close(io->fd);
-	io->fd = -1;
+	if (io->dfd >= 0)
+		close(io->dfd);
+	io->fd = io->dfd = -1;
 }
 
 static const struct csdfs_io_ops posix_ops = {
 	.pread = posix_pread,
+	.pread_direct = posix_pread_direct,
 	.pwrite = posix_pwrite,
 	.sync = posix_sync,
 	.punch = posix_punch,
@@ -104,6 +133,18 @@ int csdfs_io_open_posix(struct csdfs_io *io, const char *path)
 	}
 	io->ops = &posix_ops;
 	io->fd = fd;
+	/* Not every host file system takes O_DIRECT (tmpfs did not before
+	 * Linux 6.6): without it every read is buffered. The path may name
+	 * another file by now: only the same one will do. */
+	io->dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (io->dfd >= 0) {
+		struct stat dst;
+
+		if (fstat(io->dfd, &dst) || dst.st_ino != st.st_ino || dst.st_dev != st.st_dev) {
+			close(io->dfd);
+			io->dfd = -1;
+		}
+	}
 	io->size = (uint64_t)st.st_size;
 	io->priv = NULL;
 	return 0;

@@ -43,6 +43,14 @@ static int fault_pread(struct csdfs_io *io, void *buf, size_t len, uint64_t off)
 	return rc ? rc : csdfs_io_pread(inner_of(io), buf, len, off);
 }
 
+static int fault_pread_direct(struct csdfs_io *io, void *buf, size_t len,
+			      uint64_t off)
+{
+	int rc = should_fail(io, CSDFS_IO_PREAD);
+
+	return rc ? rc : csdfs_io_pread_direct(inner_of(io), buf, len, off);
+}
+
 static int fault_pwrite(struct csdfs_io *io, const void *buf, size_t len,
 			uint64_t off)
 {
@@ -73,11 +81,12 @@ static void fault_close(struct csdfs_io *io)
 	free(s);
 	io->ops = NULL;
 	io->priv = NULL;
-	io->fd = -1;
+	io->fd = io->dfd = -1;
 }
 
 static const struct csdfs_io_ops fault_ops = {
 	.pread = fault_pread,
+	.pread_direct = fault_pread_direct,
 	.pwrite = fault_pwrite,
 	.sync = fault_sync,
 	.punch = fault_punch,

@@ -892,7 +892,7 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 	if (!vol)
 		ERR(-ENOMEM, "out of memory");
 	vol->path = strdup(path);
-	vol->io.fd = -1;
+	vol->io.fd = vol->io.dfd = -1;
 	pthread_mutex_init(&vol->lock, NULL);
 	pthread_mutex_init(&vol->commit_lock, NULL);
 	pthread_cond_init(&vol->commit_cv, NULL);

@@ -17,6 +17,12 @@ struct csdfs_io_ops {
 	/* Each returns 0 (all bytes transferred) or -errno; short I/O past
 	 * the end of the container is -EIO. Thread-safe. */
 	int (*pread)(struct csdfs_io *io, void *buf, size_t len, uint64_t off);
+	/* Optional: the same for a large streaming read whose bytes the
+	 * caller's consumer caches itself (the FUSE mount's page cache), so
+	 * the host's page cache need not hold them too. The backend may read
+	 * around it (O_DIRECT) where @buf, @len and @off allow. */
+	int (*pread_direct)(struct csdfs_io *io, void *buf, size_t len,
+			    uint64_t off);
 	int (*pwrite)(struct csdfs_io *io, const void *buf, size_t len,
 		      uint64_t off);
 	int (*sync)(struct csdfs_io *io);
@@ -28,6 +34,8 @@ struct csdfs_io_ops {
 struct csdfs_io {
 	const struct csdfs_io_ops *ops;
 	int fd;
+	int dfd;                  /* posix: the container opened O_DIRECT for
+	                           * reading, or -1 where the host refuses it */
 	uint64_t size;            /* container size in bytes */
 	void *priv;               /* backend state (fault injection) */
 };
@@ -42,6 +50,22 @@ int csdfs_io_open_posix(struct csdfs_io *io, const char *path);
 static inline int csdfs_io_pread(struct csdfs_io *io, void *buf, size_t len,
 				 uint64_t off)
 {
+	return io->ops->pread(io, buf, len, off);
+}
+
+/*
+ * csdfs_io_pread_direct - csdfs_io_pread for a large read whose bytes will be
+ * cached by the caller's consumer. Reads past the host's page cache when the
+ * backend can and @buf, @len and @off are all multiples of
+ * CSDFS_IO_DIRECT_ALIGN; otherwise it is a plain csdfs_io_pread. Coherent
+ * with earlier buffered writes (the host writes dirty pages back first).
+ */
+#define CSDFS_IO_DIRECT_ALIGN 4096u
+static inline int csdfs_io_pread_direct(struct csdfs_io *io, void *buf,
+					size_t len, uint64_t off)
+{
+	if (io->ops->pread_direct)
+		return io->ops->pread_direct(io, buf, len, off);
 	return io->ops->pread(io, buf, len, off);
 }
 
@@ -71,9 +95,10 @@ static inline void csdfs_io_close(struct csdfs_io *io)
 
 /*
  * Fault injection (tests): wraps an open csdfs_io so that the @nth call
- * (1-based, counting pread, pwrite, sync and punch together, or only the
- * kinds in @kinds) fails with -@err; with @sticky every later call of those
- * kinds fails too. The wrapped backend keeps working otherwise.
+ * (1-based, counting pread (direct ones too), pwrite, sync and punch
+ * together, or only the kinds in @kinds) fails with -@err; with @sticky
+ * every later call of those kinds fails too. The wrapped backend keeps
+ * working otherwise.
  */
 #define CSDFS_IO_PREAD  0x1u
 #define CSDFS_IO_PWRITE 0x2u

@@ -379,7 +379,8 @@ static int write_seeds(const char *dir)
 
 	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
 		struct membuf m = { img, CSDFS_BLOCK_SIZE };
-		struct csdfs_io io = { &mem_ops, -1, FUZZ_DEFAULT_SIZE, &m };
+		struct csdfs_io io = { .ops = &mem_ops, .fd = -1, .dfd = -1,
+				       .size = FUZZ_DEFAULT_SIZE, .priv = &m };
 		struct csdfs_super sb, back;
 		uint64_t le = htole64(seeds[i].iosize);
 		char err[256] = "";

@@ -398,14 +398,21 @@ as_user_init() {
 
 # ---------- cleanup ----------
 
+# fusectl_mounted: is the FUSE control file system at /sys/fs/fuse/connections
+# (mounted now if need be; root only)? A fresh machine may not have it.
+fusectl_mounted() {
+	local c=/sys/fs/fuse/connections
+	[ "$(id -u)" = 0 ] || return 1
+	mountpoint -q "$c" || mount -t fusectl none "$c" 2>/dev/null
+}
+
 # abort_fuse_conn DEV: end the FUSE connection of device DEV (major:minor,
 # from mountinfo: stat on a stuck mount would hang; mount_vol records ours
 # in FUSE_CONN) (root; fusectl). A daemon deadlocked inside the kernel survives SIGKILL, and so
 # do its callers, until its connection ends.
 abort_fuse_conn() {
 	local c=/sys/fs/fuse/connections
-	[ "$(id -u)" = 0 ] || return 0
-	mountpoint -q "$c" || mount -t fusectl none "$c" 2>/dev/null || return 0
+	fusectl_mounted || return 0
 	[ -w "$c/${1#*:}/abort" ] && echo 1 >"$c/${1#*:}/abort" 2>/dev/null
 	return 0
 }

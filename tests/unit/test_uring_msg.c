@@ -219,6 +219,35 @@ START_TEST(reply_that_fills_the_buffer_exactly)
 }
 END_TEST
 
+START_TEST(reply_built_in_place)
+{
+	struct uring_req_header h;
+	struct area a;
+	struct fuse_out_header oh = out_header(sizeof(oh) + 300, 0);
+	char tail[100];
+	struct iovec iov[3];
+
+	area_init(&a);
+	memset(&h, 0, sizeof(h));
+	/* the first 200 body bytes were written straight into the buffer
+	 * (csdfs_uring_reply_room), the last 100 come from elsewhere */
+	for (int i = 0; i < 200; i++)
+		a.payload[i] = (char)(i * 7);
+	memset(tail, 0x42, sizeof(tail));
+	iov[0] = (struct iovec){ &oh, sizeof(oh) };
+	iov[1] = (struct iovec){ a.payload, 200 };
+	iov[2] = (struct iovec){ tail, sizeof(tail) };
+	ck_assert_int_eq(csdfs_uring_put_reply(&h, a.payload, CAP, iov, 3),
+			 (ssize_t)(sizeof(oh) + 300));
+	ck_assert_uint_eq(h.ent.payload_sz, 300);
+	for (int i = 0; i < 200; i++)
+		ck_assert_int_eq(a.payload[i], (char)(i * 7));
+	ck_assert_mem_eq(a.payload + 200, tail, sizeof(tail));
+	assert_guard_intact(&a);
+	free(a.base);
+}
+END_TEST
+
 START_TEST(reply_too_large_or_too_short_is_refused)
 {
 	struct uring_req_header h, before;
@@ -274,6 +303,7 @@ static Suite *uring_msg_suite(void)
 	tcase_add_test(reply, reply_gathers_pieces);
 	tcase_add_test(reply, reply_header_split_over_pieces);
 	tcase_add_test(reply, reply_that_fills_the_buffer_exactly);
+	tcase_add_test(reply, reply_built_in_place);
 	tcase_add_test(reply, reply_too_large_or_too_short_is_refused);
 	tcase_add_test(reply, error_reply);
 	suite_add_tcase(s, reply);

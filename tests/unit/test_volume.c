@@ -650,6 +650,131 @@ START_TEST(test_rw_roundtrip)
 }
 END_TEST
 
+/* Does this process hold @path open with O_DIRECT? (/proc/self/fdinfo) */
+static bool open_direct(const char *path)
+{
+	char real[PATH_MAX], link[64], target[PATH_MAX], line[256];
+	bool found = false;
+
+	ck_assert_ptr_nonnull(realpath(path, real));
+	for (int fd = 0; fd < 1024 && !found; fd++) {
+		ssize_t n;
+		FILE *fp;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n < 0)
+			continue;
+		target[n] = 0;
+		if (strcmp(target, real))
+			continue;
+		snprintf(link, sizeof(link), "/proc/self/fdinfo/%d", fd);
+		fp = fopen(link, "r");
+		if (!fp)
+			continue;
+		while (fgets(line, sizeof(line), fp))
+			if (!strncmp(line, "flags:", 6) &&
+			    (strtoul(line + 6, NULL, 8) & O_DIRECT))
+				found = true;
+		fclose(fp);
+	}
+	return found;
+}
+
+/*
+ * Large reads of runs of chunks stored back to back go past the host's page
+ * cache: raw runs straight into the caller's buffer, packed compressed runs
+ * rounded out to whole host blocks. Whatever the buffer's alignment, the run
+ * (raw, compressed, mixed: a raw chunk packed behind a compressed one starts
+ * inside a block) and whether its blocks were just written and are still
+ * dirty in the host's cache, the bytes are the ones written.
+ */
+static int count_preads(struct csdfs_io *io, void *arg)
+{
+	return csdfs_io_fault_install(io, arg);
+}
+
+/* Chunks of ref[off, off + len) that are not all zero: stored ones. */
+static unsigned stored_chunks(const char *ref, uint64_t off, size_t len)
+{
+	static const char zero[CS];
+	unsigned n = 0;
+
+	for (uint64_t c = off / CS * CS; c < off + len; c += CS)
+		n += memcmp(ref + c, zero, CS) != 0;
+	return n;
+}
+
+START_TEST(test_streaming_reads)
+{
+	const size_t len = 2u << 20;
+	struct csdfs_io_fault f = { .kinds = CSDFS_IO_PREAD };
+	struct csdfs_mount_opts mo = { .no_commit_thread = true, .io_hook = count_preads,
+				       .io_hook_arg = &f };
+	char path[512], cpath[600], err[512] = "";
+	struct csdfs_vol *vol = NULL;
+	char *ref = malloc(len), *buf = NULL;
+	uint64_t ino;
+
+	vol_path(path, sizeof(path), "stream");
+	mkvol(path);
+	ck_assert_int_eq(csdfs_vol_open(path, &mo, &vol, err, sizeof(err)), 0);
+	ino = mkfile(vol, ROOT, "f");
+	static const struct { uint64_t off; size_t len; unsigned shift; } reads[] = {
+		{ 0, 1u << 20, 0 },            /* aligned buffer, aligned run */
+		{ 1u << 20, 1u << 20, 0 },
+		{ 0, 2u << 20, 0 },            /* more than one span */
+		{ 16384, 655360, 1 },          /* buffer off by one byte */
+		{ 4096, 262144, 0 },           /* starts inside a chunk */
+		{ 3 * 16384, 8 * 16384, 512 }, /* exactly the smallest streaming run */
+		{ 13 * 16384, 262144, 0 },     /* starts inside a block: behind a
+						* compressed chunk */
+		{ 20 * 16384, 196608, 0 },     /* a raw run starting inside a block */
+	};
+
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, len + 4096), 0);
+	rng_state = 0x5eed;
+	/* 64 KiB stretches of random (R), 2:1 (H) and zero (Z) data: runs of
+	 * raw chunks, of compressed ones, raw chunks packed behind compressed
+	 * ones, and holes between runs. */
+	for (size_t at = 0, i = 0; at < len; at += 65536, i++) {
+		static const char first[] = "RHRHHRRRHZRHZZRH";
+		char k = i < sizeof(first) - 1 ? first[i] : "RHZ"[(i + i / 4) % 3];
+
+		fill(k == 'R' ? K_RANDOM : k == 'H' ? K_HALF : K_ZERO, ref + at, 65536);
+	}
+	wr(vol, ino, ref, len, 0);
+	snprintf(cpath, sizeof(cpath), "%s/container", path);
+	ck_assert_msg(open_direct(cpath), "the container has no O_DIRECT descriptor");
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+			char *b = buf + reads[i].shift;
+			unsigned long long before = f.calls;
+
+			memset(b, 0x5a, reads[i].len);
+			ck_assert_int_eq(csdfs_fs_read(vol, ino, b, reads[i].len, reads[i].off),
+					 (ssize_t)reads[i].len);
+			ck_assert_msg(!memcmp(b, ref + reads[i].off, reads[i].len),
+				      "pass %d, read %zu differs", pass, i);
+			/* Chunks stored back to back came in a few container
+			 * reads (runs end where an extent does), not one or
+			 * two each: none fell back to chunk-by-chunk reads. */
+			ck_assert_uint_le(2 * (f.calls - before),
+						  stored_chunks(ref, reads[i].off, reads[i].len));
+		}
+		/* Rewrite the middle (new blocks, dirty in the host's cache),
+		 * read it all again. */
+		fill(K_HALF, ref + 300000, 400000);
+		fill(K_RANDOM, ref + 700000, 200000);
+		wr(vol, ino, ref + 300000, 600000, 300000);
+	}
+	free(ref);
+	free(buf);
+	close_fsck(vol, path);
+}
+END_TEST
+
 START_TEST(test_compression_accounting)
 {
 	char path[512], v[64];
@@ -2531,6 +2656,7 @@ static Suite *volume_suite(void)
 
 	tcase_set_timeout(data, 300);
 	tcase_add_test(data, test_rw_roundtrip);
+	tcase_add_test(data, test_streaming_reads);
 	tcase_add_test(data, test_compression_accounting);
 	tcase_add_test(data, test_sparse_seek);
 	tcase_add_test(data, test_truncate);
