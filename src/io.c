@@ -47,14 +47,16 @@ static int posix_pread_direct(struct csdfs_io *io, void *buf, size_t len,
 			      uint64_t off)
 {
 	const uint64_t a = CSDFS_IO_DIRECT_ALIGN;
-	int dfd = __atomic_load_n(&io->dfd, __ATOMIC_RELAXED), rc;
+	int rc;
 
-	if (dfd < 0 || (uintptr_t)buf % a || len % a || off % a)
+	if (io->dfd < 0 || __atomic_load_n(&io->dfd_refused, __ATOMIC_RELAXED) ||
+	    (uintptr_t)buf % a || len % a || off % a)
 		return pread_all(io->fd, buf, len, off);
-	rc = pread_all(dfd, buf, len, off);
-	/* A host that takes O_DIRECT opens but not these reads: stop asking. */
+	rc = pread_all(io->dfd, buf, len, off);
+	/* A host that takes O_DIRECT opens but not these reads: stop asking
+	 * (the descriptor stays open until close: another read may use it). */
 	if (rc == -EINVAL) {
-		__atomic_store_n(&io->dfd, -1, __ATOMIC_RELAXED);
+		__atomic_store_n(&io->dfd_refused, 1, __ATOMIC_RELAXED);
 		rc = pread_all(io->fd, buf, len, off);
 	}
 	return rc;
@@ -136,6 +138,7 @@ int csdfs_io_open_posix(struct csdfs_io *io, const char *path)
 	/* Not every host file system takes O_DIRECT (tmpfs did not before
 	 * Linux 6.6): without it every read is buffered. The path may name
 	 * another file by now: only the same one will do. */
+	io->dfd_refused = 0;
 	io->dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	if (io->dfd >= 0) {
 		struct stat dst;

@@ -36,6 +36,8 @@ struct csdfs_io {
 	int fd;
 	int dfd;                  /* posix: the container opened O_DIRECT for
 	                           * reading, or -1 where the host refuses it */
+	int dfd_refused;          /* posix: its reads failed with EINVAL, so
+	                           * they are no longer tried (atomic) */
 	uint64_t size;            /* container size in bytes */
 	void *priv;               /* backend state (fault injection) */
 };
