@@ -582,6 +582,7 @@ static void make_tmpbase(void)
 		scratch_add("%s/%s/meta", vols[i]);
 		scratch_add("%s/%s", vols[i]);
 	}
+	scratch_add("%s/%s", "direct");
 	scratch_add("%s%s", "");
 }
 
@@ -1028,6 +1029,58 @@ START_TEST(test_fault_seam_threads)
 }
 END_TEST
 
+/*
+ * The POSIX backend's streaming reads (O_DIRECT where buffer, offset and
+ * length are block-aligned, buffered otherwise) return what was written,
+ * also while it is still dirty in the host's page cache; a read past the
+ * end is -EIO; the fault wrapper counts and fails them as reads.
+ */
+START_TEST(test_posix_direct_reads)
+{
+	const size_t len = 1u << 20;
+	struct csdfs_io_fault f = { .kinds = CSDFS_IO_PREAD, .nth = 1, .err = EIO };
+	static const struct { size_t shift; uint64_t off; size_t len; } reads[] = {
+		{ 0, 0, 1u << 20 },        /* all aligned: direct */
+		{ 0, 8192, 65536 },
+		{ 1, 4096, 65536 },        /* buffer not aligned */
+		{ 0, 100, 65536 },         /* offset not aligned */
+		{ 0, 4096, 5000 },         /* length not aligned */
+	};
+	char path[1100], *ref = malloc(len), *buf = NULL;
+	struct csdfs_io io;
+	int fd;
+
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, len + 4096), 0);
+	snprintf(path, sizeof(path), "%s/direct", tmpbase);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+	close(fd);
+	ck_assert_int_eq(csdfs_io_open_posix(&io, path), 0);
+	for (size_t i = 0; i < len; i++)
+		ref[i] = (char)((i * 2654435761u) >> 13);
+	ck_assert_int_eq(csdfs_io_pwrite(&io, ref, len, 0), 0);
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+		char *b = buf + reads[i].shift;
+
+		memset(b, 0x5a, reads[i].len);
+		ck_assert_int_eq(csdfs_io_pread_direct(&io, b, reads[i].len, reads[i].off), 0);
+		ck_assert_msg(!memcmp(b, ref + reads[i].off, reads[i].len), "read %zu differs", i);
+	}
+	ck_assert_int_eq(csdfs_io_pread_direct(&io, buf, 8192, len - 4096), -EIO);
+	ck_assert_int_eq(csdfs_io_fault_install(&io, &f), 0);
+	ck_assert_int_eq(csdfs_io_pread_direct(&io, buf, 65536, 0), -EIO);
+	ck_assert_int_eq(csdfs_io_pread_direct(&io, buf, 65536, 0), 0);
+	ck_assert_uint_eq(f.calls, 2);
+	ck_assert(!memcmp(buf, ref, 65536));
+	csdfs_io_close(&io);
+	unlink(path);
+	free(ref);
+	free(buf);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
 	Suite *s = suite_create("faults");
@@ -1037,6 +1090,7 @@ static Suite *faults_suite(void)
 	tcase_set_timeout(base, 60);
 	tcase_add_test(base, test_no_fault);
 	tcase_add_test(base, test_fault_seam_threads);
+	tcase_add_test(base, test_posix_direct_reads);
 	suite_add_tcase(s, base);
 
 	/* Generous: each sweep is a few hundred volume lifecycles, and the
