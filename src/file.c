@@ -235,7 +235,8 @@ static bool run_is_raw(const struct csdfs_chunk_disk *recs, uint64_t k, uint32_t
  * Read whole chunks recs[0..] (have[] mapped, @n of them, @room bytes of
  * @dst) that lie back to back in the container, as sequentially written
  * chunks do, with one pread into @span (@span_cap bytes, at most
- * READ_SPAN_MAX, plus SPAN_SLACK; aligned to CSDFS_IO_DIRECT_ALIGN), and
+ * READ_SPAN_MAX; for a caller whose @n chunks can make a streaming run,
+ * plus SPAN_SLACK and aligned to CSDFS_IO_DIRECT_ALIGN), and
  * decode each into @dst. Not cached: the kernel's page cache holds whole
  * chunks it read. @return how many chunks were delivered (0: let load_chunk
  * do the first one, e.g. after a checksum mismatch, which it retries and
@@ -897,7 +898,12 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	if (span_cap < csdfs_codec_bound(cs))
 		span_cap = csdfs_codec_bound(cs);
 	tmp = malloc(cs);
-	if (posix_memalign((void **)&scratch, CSDFS_IO_DIRECT_ALIGN, span_cap + SPAN_SLACK))
+	/* Only a read long enough for a streaming run reads direct: it alone
+	 * needs the scratch aligned, with room to round the run out (a
+	 * database's page read keeps a plain malloc). */
+	if (n * cs < READ_DIRECT_MIN)
+		scratch = malloc(span_cap);
+	else if (posix_memalign((void **)&scratch, CSDFS_IO_DIRECT_ALIGN, span_cap + SPAN_SLACK))
 		scratch = NULL;
 	if (!tmp || !scratch) {
 		rc = -ENOMEM;

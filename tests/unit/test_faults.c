@@ -1069,6 +1069,12 @@ START_TEST(test_posix_direct_reads)
 		ck_assert_msg(!memcmp(b, ref + reads[i].off, reads[i].len), "read %zu differs", i);
 	}
 	ck_assert_int_eq(csdfs_io_pread_direct(&io, buf, 8192, len - 4096), -EIO);
+	/* Once the host has refused a direct read, reads are buffered. */
+	io.dfd_refused = 1;
+	memset(buf, 0x5a, 65536);
+	ck_assert_int_eq(csdfs_io_pread_direct(&io, buf, 65536, 8192), 0);
+	ck_assert(!memcmp(buf, ref + 8192, 65536));
+	io.dfd_refused = 0;
 	ck_assert_int_eq(csdfs_io_fault_install(&io, &f), 0);
 	ck_assert_int_eq(csdfs_io_pread_direct(&io, buf, 65536, 0), -EIO);
 	ck_assert_int_eq(csdfs_io_pread_direct(&io, buf, 65536, 0), 0);
