@@ -1,22 +1,22 @@
 /* SPDX-License-Identifier: MIT */
-/* The daemon's reads and writes on /dev/fuse (fuse_io.c): negotiates
+/* The daemon's reads and writes on /dev/fuse (devio.c): negotiates
  * FUSE_HANDLE_KILLPRIV_V2, FUSE_DIRECT_IO_ALLOW_MMAP and io_uring, reports
  * each request's kill-privileges flag, and adds open flags libfuse 3.14
  * cannot express. */
-#ifndef CSDFS_FUSE_IO_H
-#define CSDFS_FUSE_IO_H
+#ifndef CSDFS_DAEMON_DEVIO_H
+#define CSDFS_DAEMON_DEVIO_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "fuse_ops.h"
+#include "ops.h"
 
 /* Call after fuse_session_mount(), before the loop. @fn(@arg), if given,
  * runs once the kernel has applied the INIT reply (mount settings the
  * kernel resets at INIT can be changed from then on). 0 or -errno. */
 int csdfs_fuse_io_install(struct fuse_session *se, void (*fn)(void *), void *arg);
 /* Before the loop: accept FUSE_OVER_IO_URING if the kernel offers it at
- * INIT. Only once fuse_uring.c's threads exist: from the INIT reply on,
+ * INIT. Only once uring.c's threads exist: from the INIT reply on,
  * the kernel holds every request until each CPU queue has a buffer. */
 void csdfs_fuse_io_offer_uring(bool on);
 /* Note a request about to be dispatched by this thread (what io_read does

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Tuning of the mount's backing device (fuse_bdi.c). */
-#ifndef CSDFS_FUSE_BDI_H
-#define CSDFS_FUSE_BDI_H
+/* Tuning of the mount's backing device (bdi.c). */
+#ifndef CSDFS_DAEMON_BDI_H
+#define CSDFS_DAEMON_BDI_H
 
 #include <stdint.h>
 
-#include "fuse_ops.h"
+#include "ops.h"
 
 #define CSDFS_BDI_AUTO UINT64_MAX
 

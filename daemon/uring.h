@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* FUSE requests over io_uring (fuse_uring.c): per-CPU queues of threads
+/* FUSE requests over io_uring (uring.c): per-CPU queues of threads
  * that take requests from and answer through io_uring commands on
  * /dev/fuse instead of read(2)/writev(2), kernel >= 6.14 with the fuse
  * module's enable_uring parameter set. */
-#ifndef CSDFS_FUSE_URING_H
-#define CSDFS_FUSE_URING_H
+#ifndef CSDFS_DAEMON_URING_H
+#define CSDFS_DAEMON_URING_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "fuse_ops.h"
+#include "ops.h"
 
 struct csdfs_uring;
 

@@ -12,10 +12,10 @@
 #include <sys/xattr.h>
 
 #include "csdfs/log.h"
-#include "fuse_io.h"
-#include "fuse_ops.h"
-#include "fuse_store.h"
-#include "fuse_uring.h"
+#include "devio.h"
+#include "ops.h"
+#include "store.h"
+#include "uring.h"
 
 #define MAX_WRITE (1u << 20)
 
@@ -256,7 +256,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
  * writeback cache: a write(2) then learns of ENOSPC itself, instead of a
  * later fsync or close. An eighth of the capacity, within 256 MiB..1 GiB,
  * and never less than the dirty data the kernel may hold for the mount
- * (fuse_bdi.c). */
+ * (bdi.c). */
 static bool space_low(fuse_req_t req)
 {
 	struct statvfs sv;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Ring entry <-> /dev/fuse message layout (see fuse_uring_msg.h). Whatever
+ * Ring entry <-> /dev/fuse message layout (see uring_msg.h). Whatever
  * the kernel wrote into an entry is checked before it is used: a length
  * that does not add up is refused, never followed.
  */
@@ -8,7 +8,7 @@
 #include <linux/fuse.h>
 #include <string.h>
 
-#include "fuse_uring_msg.h"
+#include "uring_msg.h"
 
 _Static_assert(sizeof(struct fuse_in_header) + sizeof(((struct uring_req_header *)0)->op_in) <=
 		       CSDFS_URING_FRONT,

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "csdfs/log.h"
-#include "fuse_store.h"
+#include "store.h"
 
 #define STORE_QUEUE_BYTES (4u << 20)  /* copies waiting, at most */
 #define STORE_STOP_WAIT_S 2           /* then end the connection (see stop) */

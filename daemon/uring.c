@@ -22,12 +22,12 @@
  * A request is rebuilt in the classic /dev/fuse layout just in front of
  * its payload (no copy of write data) and handed to libfuse's
  * fuse_session_process_buf(); libfuse answers through the session's
- * writev hook (fuse_io.c), which passes the answer here when it is the
+ * writev hook (devio.c), which passes the answer here when it is the
  * current thread's request (csdfs_uring_take_reply). Notifications,
  * FORGET and INTERRUPT keep using /dev/fuse, served by libfuse's loop.
  *
  * The kernel ABI (fuse.h 7.42) is not in Debian 12's headers; the few
- * structures are declared below and in fuse_uring_msg.h, which also holds
+ * structures are declared below and in uring_msg.h, which also holds
  * the checks of what the kernel puts in an entry.
  */
 #include <errno.h>
@@ -49,12 +49,12 @@
 #include <unistd.h>
 
 #include "csdfs/log.h"
-#include "fuse_io.h"
-#include "fuse_uring.h"
-#include "fuse_uring_msg.h"
+#include "devio.h"
+#include "uring.h"
+#include "uring_msg.h"
 
 /* --- the kernel's FUSE-over-io_uring ABI (include/uapi/linux/fuse.h);
- * the entry's layout is in fuse_uring_msg.h --- */
+ * the entry's layout is in uring_msg.h --- */
 #define URING_CMD_REGISTER 1
 #define URING_CMD_COMMIT_AND_FETCH 2
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The FUSE low-level operation table (fuse_ops.c) and its settings. */
-#ifndef CSDFS_FUSE_OPS_H
-#define CSDFS_FUSE_OPS_H
+/* The FUSE low-level operation table (ops.c) and its settings. */
+#ifndef CSDFS_DAEMON_OPS_H
+#define CSDFS_DAEMON_OPS_H
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
@@ -11,7 +11,7 @@
 struct csdfs_fuse {
 	struct csdfs_vol *vol;
 	struct fuse_session *se;
-	struct csdfs_stores *stores;  /* page-cache stores (fuse_store.c) */
+	struct csdfs_stores *stores;  /* page-cache stores (store.c) */
 	int writeback_cache;
 	double attr_timeout;
 	uint64_t max_dirty;        /* the mount's dirty-page budget, if set */

@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "csdfs/log.h"
-#include "fuse_bdi.h"
-#include "fuse_io.h"
-#include "fuse_ops.h"
-#include "fuse_store.h"
-#include "fuse_uring.h"
+#include "bdi.h"
+#include "devio.h"
+#include "ops.h"
+#include "store.h"
+#include "uring.h"
 
 struct options {
 	char *volume;

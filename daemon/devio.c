@@ -36,8 +36,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "fuse_io.h"
-#include "fuse_uring.h"
+#include "devio.h"
+#include "uring.h"
 
 /* Not in Debian 12's <linux/fuse.h> (6.1): bit 36 = flags2 bit 4. */
 #ifndef FUSE_DIRECT_IO_ALLOW_MMAP

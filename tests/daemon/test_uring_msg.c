@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for fuse_uring_msg.c: how a FUSE-over-io_uring ring entry
+ * Unit tests for uring_msg.c: how a FUSE-over-io_uring ring entry
  * becomes a /dev/fuse request and how a reply goes back into it. The
  * kernel never sends a malformed entry or asks for an oversized reply on
  * a healthy mount, so these paths are only reachable here: every length
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "check_run.h"
-#include "fuse_uring_msg.h"
+#include "uring_msg.h"
 
 #define CAP 8192u
 #define GUARD 64u

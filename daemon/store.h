@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Handing decoded pages to the kernel's page cache (fuse_store.c). */
-#ifndef CSDFS_FUSE_STORE_H
-#define CSDFS_FUSE_STORE_H
+/* Handing decoded pages to the kernel's page cache (store.c). */
+#ifndef CSDFS_DAEMON_STORE_H
+#define CSDFS_DAEMON_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fuse_ops.h"
+#include "ops.h"
 
 struct csdfs_stores;
 

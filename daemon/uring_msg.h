@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The message half of FUSE over io_uring (fuse_uring_msg.c): the layout of
+ * The message half of FUSE over io_uring (uring_msg.c): the layout of
  * a ring entry as the kernel fills it, and the checks and copies that turn
  * it into a classic /dev/fuse request and a reply back into the entry. No
  * system calls here, so every malformed case can be unit-tested.
@@ -8,8 +8,8 @@
  * The kernel ABI (fuse.h 7.42) is not in Debian 12's headers; the few
  * structures are declared here.
  */
-#ifndef CSDFS_FUSE_URING_MSG_H
-#define CSDFS_FUSE_URING_MSG_H
+#ifndef CSDFS_DAEMON_URING_MSG_H
+#define CSDFS_DAEMON_URING_MSG_H
 
 #include <stddef.h>
 #include <stdint.h>

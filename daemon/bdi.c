@@ -2,7 +2,7 @@
 /*
  * The mount's backing device ("bdi") settings that decide how many round
  * trips the kernel makes to the daemon. Root only; the kernel resets them
- * at FUSE INIT, so they are written after it (see fuse_io.c).
+ * at FUSE INIT, so they are written after it (see devio.c).
  *
  * - read_ahead_kb: a sequential reader costs one round trip per readahead
  *   window, and a FUSE mount starts with 128 KiB.
@@ -13,7 +13,7 @@
  *   daemon as one write (one chunk rewritten instead of several), as a
  *   local filesystem's writeback does. Sized from the volume (an eighth of
  *   the capacity, 64 MiB to 1 GiB): writable opens switch to direct I/O
- *   before less than that is free (fuse_ops.c), so ENOSPC still reaches
+ *   before less than that is free (ops.c), so ENOSPC still reaches
  *   write(2) rather than a late flush.
  *
  * The mount's device number comes from /proc/self/mountinfo: stat() on
@@ -25,7 +25,7 @@
 #include <sys/statvfs.h>
 
 #include "csdfs/log.h"
-#include "fuse_bdi.h"
+#include "bdi.h"
 
 static int bdi_of(const char *mountpoint, char *dev, size_t len)
 {

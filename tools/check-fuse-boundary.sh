@@ -1,0 +1,17 @@
+#!/bin/sh
+# Lists every source outside the daemon that includes a FUSE header (libfuse's
+# <fuse*.h>, <fuse3/...>, or the kernel protocol's <linux/fuse.h>) and exits 1
+# if there is one. meson.build runs it at configure time: libcsdfs, the tools
+# and the unit tests build without FUSE (STYLE.md, "Shape of the tree"). Only
+# daemon/ and the tests of daemon code (tests/daemon/) may include them.
+# Usage: check-fuse-boundary.sh [SOURCE_ROOT]
+root=${1:-$(dirname "$0")/..}
+cd "$root" || exit 2
+leaks=$(grep -lE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](linux/)?fuse' \
+	-r --include='*.c' --include='*.h' --include='*.cc' \
+	--exclude-dir=daemon --exclude-dir=build --exclude-dir='build-*' . 2>/dev/null)
+if [ -n "$leaks" ]; then
+	echo "$leaks" | tr '\n' ' '
+	exit 1
+fi
+exit 0
