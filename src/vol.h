@@ -122,7 +122,19 @@ struct csdfs_op {
 	size_t nmix, capmix;
 };
 
-/* volume.c: operations and commits. op_begin takes vol->lock; op_end
+/* LMDB's map size for a volume: ~100 bytes of metadata per 16 KiB chunk,
+ * generously doubled (mkfs.c and volume.c). */
+static inline uint64_t csdfs_meta_mapsize(uint64_t total_blocks,
+					  uint64_t logical_bytes)
+{
+	return (1ull << 30) + logical_bytes / 64 + total_blocks * 16;
+}
+
+/* iometer.c: bytes this thread has passed to write-family calls (LMDB's
+ * own writes happen in the committing thread); 0 if unknown. */
+uint64_t csdfs_thread_wchar(void);
+
+/* commit.c: operations and commits. op_begin takes vol->lock; op_end
  * commits (rc == 0) or aborts the nested transaction, then releases it.
  * A read op uses the group transaction directly and changes nothing. */
 int csdfs_op_begin(struct csdfs_vol *vol, struct csdfs_op *op);
@@ -138,6 +150,11 @@ int csdfs_vol_commit(struct csdfs_vol *vol);
 /* Wait until everything @ino changed is durable. */
 int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino);
 int64_t csdfs_now_ns(void);
+/* The metadata layer's companion sync (@arg: the volume): a commit counts
+ * only once the container data it maps is durable too. */
+int csdfs_vol_sync_container(void *arg);
+/* Stop and join the commit thread, if it runs (csdfs_vol_start starts it). */
+void csdfs_vol_stop(struct csdfs_vol *vol);
 
 /* inode.c */
 int csdfs_irec_load(struct csdfs_txn *txn, uint64_t ino,

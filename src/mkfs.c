@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Volume creation (csdfs-mkfs): checks the requested geometry, lays out the
+ * volume directory, preallocates the container, writes the superblock and
+ * an initial metadata environment holding the root directory, the counters
+ * and one free extent covering the data area.
+ */
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vol.h"
+
+/* Fill the caller's message buffer and return @rc. */
+#define ERR(rc, ...) do { snprintf(err, errlen, __VA_ARGS__); return rc; } while (0)
+
+
+static bool dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	bool empty = true;
+
+	if (!d)
+		return false;
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			empty = false;
+			break;
+		}
+	}
+	closedir(d);
+	return empty;
+}
+
+static bool looks_like_volume(const char *path)
+{
+	char p[4096];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", path, CSDFS_CONTAINER_NAME);
+	if (!stat(p, &st))
+		return true;
+	snprintf(p, sizeof(p), "%s/%s", path, CSDFS_META_DIR_NAME);
+	return !stat(p, &st);
+}
+
+static int init_meta(const char *metadir, const struct csdfs_super *sb)
+{
+	struct csdfs_counters_disk ctr;
+	struct csdfs_inode_disk root;
+	struct csdfs_meta *meta;
+	struct csdfs_txn *txn;
+	uint8_t key[8];
+	uint64_t v, first = CSDFS_FIRST_DATA_BLOCK;
+	uint32_t ver = htole32(CSDFS_FORMAT_VERSION);
+	int64_t now = csdfs_now_ns();
+	int rc;
+
+	rc = csdfs_meta_open(metadir, true,
+			     csdfs_meta_mapsize(sb->total_blocks, sb->logical_bytes), &meta);
+	if (rc)
+		return rc;
+	rc = csdfs_meta_begin(meta, NULL, &txn);
+	if (rc)
+		goto out_close;
+	memset(&root, 0, sizeof(root));
+	root.mode = S_IFDIR | 0755;
+	root.uid = getuid();
+	root.gid = getgid();
+	root.nlink = 2;
+	root.atime_ns = root.mtime_ns = root.ctime_ns = root.btime_ns = now;
+	root.parent = CSDFS_ROOT_INO;
+	root.chunk_size = sb->chunk_size;
+	root.codec = sb->codec.id;
+	root.level = sb->codec.level;
+	memset(&ctr, 0, sizeof(ctr));
+	ctr.inodes = 1;
+	rc = csdfs_meta_put(txn, CSDFS_DB_META, "uuid", 4, sb->uuid, 16, 0);
+	if (!rc)
+		rc = csdfs_meta_put(txn, CSDFS_DB_META, "version", 7, &ver, 4, 0);
+	v = htole64(CSDFS_ROOT_INO + 1);
+	if (!rc)
+		rc = csdfs_meta_put(txn, CSDFS_DB_META, "next_ino", 8, &v, 8, 0);
+	if (!rc)
+		rc = csdfs_meta_put(txn, CSDFS_DB_META, "counters", 8, &ctr,
+				    sizeof(ctr), 0);
+	if (!rc)
+		rc = csdfs_irec_store(txn, CSDFS_ROOT_INO, &root);
+	v = htole64(sb->total_blocks - first);
+	csdfs_be64_put(key, first);
+	if (!rc)
+		rc = csdfs_meta_put(txn, CSDFS_DB_FREE, key, 8, &v, 8, 0);
+	if (rc) {
+		csdfs_meta_abort(txn);
+		goto out_close;
+	}
+	rc = csdfs_meta_commit(txn);
+out_close:
+	csdfs_meta_close(meta);
+	return rc;
+}
+
+
+int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *o,
+		     char *err, size_t errlen)
+{
+	char cpath[4096], mpath[4096], f[4200];
+	struct csdfs_super sb;
+	struct csdfs_io io;
+	struct stat st;
+	uint64_t logical;
+	int fd, rc;
+
+	if (strlen(path) > 3000)
+		ERR(-ENAMETOOLONG, "volume path is too long");
+	if (o->size < (64ull << 20))
+		ERR(-EINVAL, "size %llu is too small (minimum 64M)",
+		    (unsigned long long)o->size);
+	if (o->size > (1ull << 52))
+		ERR(-EINVAL, "size %llu is too large (maximum 4P)",
+		    (unsigned long long)o->size);
+	if (o->chunk_size < CSDFS_CHUNK_MIN || o->chunk_size > CSDFS_CHUNK_MAX ||
+	    (o->chunk_size & (o->chunk_size - 1)))
+		ERR(-EINVAL, "chunk size %u is invalid (a power of two from 4K to 128K)",
+		    o->chunk_size);
+	if (o->codec.id >= CSDFS_CODEC_COUNT)
+		ERR(-EINVAL, "unknown codec");
+	if (o->logical_size) {
+		logical = o->logical_size;
+	} else {
+		if (!(o->multiplier >= 1.0 && o->multiplier <= 16.0))
+			ERR(-EINVAL, "multiplier %g is invalid (1.0 to 16.0)",
+			    o->multiplier);
+		logical = (uint64_t)((double)o->size * o->multiplier);
+	}
+	if (logical < o->size)
+		ERR(-EINVAL, "logical size %llu is below the physical size %llu",
+		    (unsigned long long)logical, (unsigned long long)o->size);
+	if (logical > 16 * o->size)
+		ERR(-EINVAL, "logical size is more than 16x the physical size");
+
+	snprintf(cpath, sizeof(cpath), "%s/%s", path, CSDFS_CONTAINER_NAME);
+	snprintf(mpath, sizeof(mpath), "%s/%s", path, CSDFS_META_DIR_NAME);
+	if (!stat(path, &st)) {
+		if (!S_ISDIR(st.st_mode))
+			ERR(-EEXIST, "'%s' exists and is not a directory", path);
+		if (looks_like_volume(path)) {
+			if (!o->force)
+				ERR(-EEXIST, "'%s' already holds a volume (use --force to overwrite)",
+				    path);
+			/* Refuse to clobber a volume someone has mounted. */
+			rc = csdfs_io_open_posix(&io, cpath);
+			if (rc == -EBUSY)
+				ERR(-EBUSY, "'%s' is mounted or in use; unmount it first", path);
+			if (!rc)
+				csdfs_io_close(&io);
+			unlink(cpath);
+			snprintf(f, sizeof(f), "%s/data.mdb", mpath);
+			unlink(f);
+			snprintf(f, sizeof(f), "%s/lock.mdb", mpath);
+			unlink(f);
+			snprintf(f, sizeof(f), "%s/synced", mpath);
+			unlink(f);
+		} else if (!dir_is_empty(path)) {
+			ERR(-EEXIST, "'%s' is a non-empty directory that is not a csdfs volume",
+			    path);
+		}
+		chmod(path, 0700);
+	} else if (errno != ENOENT) {
+		ERR(-errno, "cannot access '%s': %s", path, strerror(errno));
+	} else if (mkdir(path, 0700)) {
+		ERR(-errno, "cannot create '%s': %s", path, strerror(errno));
+	}
+	if (mkdir(mpath, 0700) && errno != EEXIST)
+		ERR(-errno, "cannot create '%s': %s", mpath, strerror(errno));
+
+	fd = open(cpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		ERR(-errno, "cannot create '%s': %s", cpath, strerror(errno));
+	/* Preallocate all of it: physical space is promised up front. */
+	rc = posix_fallocate(fd, 0, (off_t)o->size);
+	if (rc) {
+		close(fd);
+		unlink(cpath);
+		if (rc == ENOSPC)
+			ERR(-ENOSPC, "the host filesystem has no room for %llu bytes",
+			    (unsigned long long)o->size);
+		ERR(-rc, "cannot preallocate '%s': %s", cpath, strerror(rc));
+	}
+	close(fd);
+
+	memset(&sb, 0, sizeof(sb));
+	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != sizeof(sb.uuid))
+		ERR(-EIO, "cannot get random bytes for the volume uuid");
+	sb.total_blocks = o->size / CSDFS_BLOCK_SIZE;
+	sb.logical_bytes = logical / CSDFS_BLOCK_SIZE * CSDFS_BLOCK_SIZE;
+	sb.chunk_size = o->chunk_size;
+	sb.atomic_unit = o->chunk_size > 16384 ? o->chunk_size : 16384;
+	sb.codec = o->codec;
+
+	rc = csdfs_io_open_posix(&io, cpath);
+	if (rc)
+		ERR(rc, "cannot open '%s': %s", cpath, strerror(-rc));
+	rc = csdfs_super_write(&io, &sb);
+	if (!rc)
+		rc = csdfs_io_sync(&io);
+	csdfs_io_close(&io);
+	if (rc)
+		ERR(rc, "cannot write the superblock: %s", strerror(-rc));
+	rc = init_meta(mpath, &sb);
+	if (rc)
+		ERR(rc, "cannot create the metadata environment: %s", strerror(-rc));
+	fd = open(path, O_RDONLY | O_DIRECTORY);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+	return 0;
+}
+
