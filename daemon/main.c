@@ -37,7 +37,7 @@ struct options {
 	int version;
 	int allow_other;
 	int no_allow_other;
-	int test_inplace;
+	int test_torn;
 	int nopunch;
 	int uring;
 	int no_uring;
@@ -57,7 +57,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("nopunch", nopunch),               /* keep freed space in the host file */
 	OPT("uring", uring),                   /* FUSE over io_uring if offered */
 	OPT("nouring", no_uring),
-	OPT("test_inplace", test_inplace),     /* tests only: see csdfs(8) */
+	OPT("test_torn", test_torn),           /* tests only: see csdfs(8) */
 	OPT("-f", foreground),
 	OPT("-d", debug),
 	OPT("debug", debug),
@@ -243,10 +243,10 @@ int main(int argc, char *argv[])
 	fuse_set_log_func(fuse_log_bridge);
 
 	mo.commit_ms = o.commit_ms;
-	mo.test_inplace = o.test_inplace;
+	mo.test_torn = o.test_torn;
 	mo.no_punch = o.nopunch;
-	if (o.test_inplace)
-		fprintf(stderr, "csdfs: WARNING: test_inplace breaks atomic writes; for tests only\n");
+	if (o.test_torn)
+		fprintf(stderr, "csdfs: WARNING: test_torn tears writes at a crash; for tests only\n");
 	rc = csdfs_vol_open(o.volume, &mo, &f.vol, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "csdfs: %s\n", err);

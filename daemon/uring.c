@@ -49,6 +49,11 @@
 #include <unistd.h>
 
 #include "csdfs/log.h"
+/* devio.c and this file call each other, on purpose: libfuse has one reply
+ * path, devio.c's writev hook, which hands ring requests' replies back here
+ * (csdfs_uring_take_reply), and a request taken from a ring must be noted
+ * exactly as devio.c notes one read from /dev/fuse (its per-thread flags
+ * live there). */
 #include "devio.h"
 #include "uring.h"
 #include "uring_msg.h"

@@ -111,13 +111,6 @@ int csdfs_op_note_freed(struct csdfs_op *op, uint64_t start, uint64_t count)
 	return 0;
 }
 
-void csdfs_op_touch(struct csdfs_op *op, uint64_t ino)
-{
-	/* An inode nobody references yet starts with dirty_gen = the open
-	 * generation (see csdfs_inode_get), so skipping it there is safe. */
-	csdfs_inode_touch(op->vol, ino, op->vol->gen);
-}
-
 int csdfs_op_end(struct csdfs_op *op, int rc)
 {
 	struct csdfs_vol *vol = op->vol;
@@ -350,13 +343,12 @@ int csdfs_vol_commit(struct csdfs_vol *vol)
 	return rc;
 }
 
-int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino)
+int csdfs_vol_commit_upto(struct csdfs_vol *vol, uint64_t gen)
 {
-	uint64_t gen = ino ? csdfs_inode_dirty_gen(vol, ino) : UINT64_MAX;
 	bool need;
 	int rc;
 
-	/* Behind a running commit: it may already cover @ino's change. */
+	/* Behind a running commit: it may already cover generation @gen. */
 	pthread_mutex_lock(&vol->commit_lock);
 	pthread_mutex_lock(&vol->lock);
 	need = gen > vol->durable_gen;
@@ -370,7 +362,7 @@ int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino)
 
 int csdfs_vol_sync(struct csdfs_vol *vol)
 {
-	return csdfs_vol_commit_for(vol, 0);
+	return csdfs_vol_commit_upto(vol, UINT64_MAX);
 }
 
 /*

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inodes: the LMDB record helpers and the in-memory table of inodes the
- * kernel (or an operation) holds references to. An inode whose link count
- * fell to zero is an orphan: it lives on while referenced and is destroyed
- * at its last forget, or at the next mount after a crash.
+ * The in-memory inode table: the inodes the kernel (or an operation) holds
+ * references to, with their I/O locks, the group that last changed each
+ * (for fsync) and what the kernel was last told of them. An inode whose
+ * link count fell to zero is an orphan: it lives on while referenced and
+ * is destroyed at its last forget (orphan.c does the freeing), or at the next mount after a
+ * crash. The records themselves are irec.c's.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,70 +14,9 @@
 #include "csdfs/log.h"
 #include "vol.h"
 
-int csdfs_irec_load(struct csdfs_txn *txn, uint64_t ino,
-		    struct csdfs_inode_disk *rec)
-{
-	struct csdfs_val v;
-	uint8_t key[8];
-	int rc;
 
-	csdfs_be64_put(key, ino);
-	rc = csdfs_meta_get(txn, CSDFS_DB_INODES, key, 8, &v);
-	if (rc)
-		return rc;
-	if (v.len != sizeof(*rec))
-		return -EUCLEAN;
-	memcpy(rec, v.data, sizeof(*rec));
-	return 0;
-}
 
-int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
-		     const struct csdfs_inode_disk *rec)
-{
-	struct csdfs_inode_disk old;
-	uint8_t key[8];
-	int rc;
 
-	/* Every store carries its difference up the directory roll-ups. */
-	rc = csdfs_irec_load(txn, ino, &old);
-	if (rc && rc != -ENOENT)
-		return rc;
-	rc = csdfs_rollup_on_store(txn, ino, rc ? NULL : &old, rec);
-	if (rc)
-		return rc;
-	csdfs_be64_put(key, ino);
-	return csdfs_meta_put(txn, CSDFS_DB_INODES, key, 8, rec, sizeof(*rec), 0);
-}
-
-static void ns_to_ts(int64_t ns, struct timespec *ts)
-{
-	ts->tv_sec = ns / 1000000000;
-	ts->tv_nsec = ns % 1000000000;
-	if (ts->tv_nsec < 0) {
-		ts->tv_sec--;
-		ts->tv_nsec += 1000000000;
-	}
-}
-
-void csdfs_irec_to_stat(uint64_t ino, const struct csdfs_inode_disk *rec,
-			struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = ino;
-	st->st_mode = rec->mode;
-	st->st_nlink = rec->nlink;
-	st->st_uid = rec->uid;
-	st->st_gid = rec->gid;
-	st->st_rdev = rec->rdev;
-	st->st_size = (off_t)rec->size;
-	/* du shows physical use: 4 KiB container blocks in 512-byte units. */
-	st->st_blocks = (blkcnt_t)(rec->phys_blocks * (CSDFS_BLOCK_SIZE / 512));
-	/* Preferred I/O size: large writes pack best (stdio buffers use it). */
-	st->st_blksize = rec->chunk_size > 131072 ? rec->chunk_size : 131072;
-	ns_to_ts(rec->atime_ns, &st->st_atim);
-	ns_to_ts(rec->mtime_ns, &st->st_mtim);
-	ns_to_ts(rec->ctime_ns, &st->st_ctim);
-}
 
 void csdfs_itable_init(struct csdfs_itable *t)
 {
@@ -154,8 +95,9 @@ static bool unlink_if_unused(struct csdfs_itable *t, struct csdfs_inode *in)
 	return true;
 }
 
+
 /* Destroy @ino if it is an orphan and nothing references it any more. */
-static void maybe_destroy(struct csdfs_vol *vol, uint64_t ino)
+static void orphan_reap(struct csdfs_vol *vol, uint64_t ino)
 {
 	struct csdfs_inode_disk rec;
 	struct csdfs_op op;
@@ -192,7 +134,7 @@ static void drop(struct csdfs_vol *vol, struct csdfs_inode *in, uint64_t nlookup
 	pthread_rwlock_destroy(&in->io_lock);
 	free(in);
 	if (ino != CSDFS_ROOT_INO && !vol->read_only)
-		maybe_destroy(vol, ino);
+		orphan_reap(vol, ino);
 }
 
 void csdfs_inode_put(struct csdfs_vol *vol, struct csdfs_inode *in)
@@ -314,6 +256,22 @@ void csdfs_fs_forget_shown_blocks(struct csdfs_vol *vol, uint64_t ino, uint64_t 
 	pthread_mutex_unlock(&vol->itable.lock);
 }
 
+/* The attributes the kernel would be told now. */
+static int load_stat(struct csdfs_vol *vol, uint64_t ino, struct stat *st)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_op op;
+	int rc;
+
+	rc = csdfs_op_begin_read(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (!rc)
+		csdfs_irec_to_stat(ino, &rec, st);
+	return csdfs_op_end(&op, rc);
+}
+
 bool csdfs_fs_blocks_changed(struct csdfs_vol *vol, uint64_t ino)
 {
 	struct csdfs_inode *in;
@@ -328,23 +286,28 @@ bool csdfs_fs_blocks_changed(struct csdfs_vol *vol, uint64_t ino)
 		shown = in->shown_blocks;
 	}
 	pthread_mutex_unlock(&vol->itable.lock);
-	if (!known || csdfs_fs_getattr(vol, ino, &st))
+	if (!known || load_stat(vol, ino, &st))
 		return true;
 	return (uint64_t)st.st_blocks != shown;
 }
 
-void csdfs_inode_touch(struct csdfs_vol *vol, uint64_t ino, uint64_t gen)
+void csdfs_op_touch(struct csdfs_op *op, uint64_t ino)
 {
+	struct csdfs_vol *vol = op->vol;
 	struct csdfs_inode *in;
 
+	/* An inode nobody references yet starts with dirty_gen = the open
+	 * generation (see csdfs_inode_get), so skipping it here is safe. */
 	pthread_mutex_lock(&vol->itable.lock);
 	in = find_locked(&vol->itable, ino);
 	if (in)
-		in->dirty_gen = gen;
+		in->dirty_gen = vol->gen;
 	pthread_mutex_unlock(&vol->itable.lock);
 }
 
-uint64_t csdfs_inode_dirty_gen(struct csdfs_vol *vol, uint64_t ino)
+/* The group that last changed @ino; UINT64_MAX when the inode is not in
+ * memory: unknown, so assume not yet durable. */
+static uint64_t dirty_gen(struct csdfs_vol *vol, uint64_t ino)
 {
 	struct csdfs_inode *in;
 	uint64_t gen = UINT64_MAX;
@@ -355,6 +318,16 @@ uint64_t csdfs_inode_dirty_gen(struct csdfs_vol *vol, uint64_t ino)
 		gen = in->dirty_gen;
 	pthread_mutex_unlock(&vol->itable.lock);
 	return gen;
+}
+
+int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino)
+{
+	return csdfs_vol_commit_upto(vol, dirty_gen(vol, ino));
+}
+
+int csdfs_fs_fsync(struct csdfs_vol *vol, uint64_t ino)
+{
+	return csdfs_vol_commit_for(vol, ino);
 }
 
 bool csdfs_inode_in_use(struct csdfs_vol *vol, uint64_t ino)
@@ -370,59 +343,4 @@ bool csdfs_inode_in_use(struct csdfs_vol *vol, uint64_t ino)
 	return used;
 }
 
-int csdfs_inode_destroy(struct csdfs_op *op, uint64_t ino)
-{
-	struct csdfs_inode_disk rec;
-	uint8_t key[8];
-	int rc;
 
-	rc = csdfs_irec_load(op->txn, ino, &rec);
-	if (rc)
-		return rc;
-	rc = csdfs_chunk_drop_from(op, ino, &rec, 0);
-	if (!rc)
-		rc = csdfs_xattr_drop_all(op, ino);
-	csdfs_be64_put(key, ino);
-	if (!rc && S_ISLNK(rec.mode)) {
-		rc = csdfs_meta_del(op->txn, CSDFS_DB_SYMLINKS, key, 8);
-		rc = rc == -ENOENT ? 0 : rc;
-	}
-	if (!rc) {
-		rc = csdfs_meta_del(op->txn, CSDFS_DB_ORPHANS, key, 8);
-		rc = rc == -ENOENT ? 0 : rc;
-	}
-	if (!rc)
-		rc = csdfs_rollup_drop(op->txn, ino);
-	if (!rc)
-		rc = csdfs_meta_del(op->txn, CSDFS_DB_INODES, key, 8);
-	if (!rc)
-		op->delta.inodes--;
-	return rc;
-}
-
-void csdfs_irec_apply_attrs(struct csdfs_inode_disk *rec, const struct stat *in,
-			    unsigned mask, int64_t now)
-{
-	if (mask & CSDFS_SET_MODE)
-		rec->mode = (rec->mode & S_IFMT) | (in->st_mode & 07777);
-	if (mask & CSDFS_SET_UID)
-		rec->uid = in->st_uid;
-	if (mask & CSDFS_SET_GID)
-		rec->gid = in->st_gid;
-	if (mask & CSDFS_SET_ATIME_NOW)
-		rec->atime_ns = now;
-	else if (mask & CSDFS_SET_ATIME)
-		rec->atime_ns = (int64_t)in->st_atim.tv_sec * 1000000000 +
-				in->st_atim.tv_nsec;
-	if (mask & CSDFS_SET_MTIME_NOW)
-		rec->mtime_ns = now;
-	else if (mask & CSDFS_SET_MTIME)
-		rec->mtime_ns = (int64_t)in->st_mtim.tv_sec * 1000000000 +
-				in->st_mtim.tv_nsec;
-	/* Any attribute change is an inode change. */
-	if (mask & CSDFS_SET_CTIME)
-		rec->ctime_ns = (int64_t)in->st_ctim.tv_sec * 1000000000 +
-				in->st_ctim.tv_nsec;
-	else
-		rec->ctime_ns = now;
-}

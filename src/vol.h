@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal shared state of libcsdfs: the volume, the per-operation context
- * and the helpers the modules (dir.c, file.c, xattr.c, extent_map.c, ...)
- * call on each other. Not installed; the tools and glue use csdfs.h.
+ * and the helpers the modules (dir.c, write.c, xattr.c, extent_map.c, ...)
+ * call on each other; the data path's own internals are in data.h. Not installed; the tools and glue use csdfs.h.
  */
 #ifndef CSDFS_VOL_H
 #define CSDFS_VOL_H
@@ -91,7 +91,6 @@ struct csdfs_vol {
 	bool stopping;             /* lock */
 	unsigned commit_ms;
 	bool read_only;
-	bool test_inplace;         /* see csdfs_mount_opts */
 	bool punch;                /* punch freed ranges out of the container */
 	struct csdfs_cache *cache; /* decoded chunks (thread-safe itself) */
 	uint64_t cache_size;       /* the configured memory budget */
@@ -141,14 +140,13 @@ int csdfs_op_begin(struct csdfs_vol *vol, struct csdfs_op *op);
 int csdfs_op_begin_read(struct csdfs_vol *vol, struct csdfs_op *op);
 int csdfs_op_end(struct csdfs_op *op, int rc);
 int csdfs_op_note_freed(struct csdfs_op *op, uint64_t start, uint64_t count);
-/* Mark @ino changed by the current group (fsync needs a commit). */
-void csdfs_op_touch(struct csdfs_op *op, uint64_t ino);
 /* Commit the open group now (vol->lock held). */
 int csdfs_vol_commit_locked(struct csdfs_vol *vol);
 /* Group commit without holding vol->lock through the syncs (takes it). */
 int csdfs_vol_commit(struct csdfs_vol *vol);
-/* Wait until everything @ino changed is durable. */
-int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino);
+/* Wait until every group up to generation @gen is durable (UINT64_MAX:
+ * everything so far). */
+int csdfs_vol_commit_upto(struct csdfs_vol *vol, uint64_t gen);
 int64_t csdfs_now_ns(void);
 /* The metadata layer's companion sync (@arg: the volume): a commit counts
  * only once the container data it maps is durable too. */
@@ -156,30 +154,26 @@ int csdfs_vol_sync_container(void *arg);
 /* Stop and join the commit thread, if it runs (csdfs_vol_start starts it). */
 void csdfs_vol_stop(struct csdfs_vol *vol);
 
-/* inode.c */
-int csdfs_irec_load(struct csdfs_txn *txn, uint64_t ino,
-		    struct csdfs_inode_disk *rec);
-int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
-		     const struct csdfs_inode_disk *rec);
-void csdfs_irec_to_stat(uint64_t ino, const struct csdfs_inode_disk *rec,
-			struct stat *st);
+/* inode.c: the in-memory inode table. */
 struct csdfs_inode *csdfs_inode_get(struct csdfs_vol *vol, uint64_t ino);
 /* Take @in's io_lock exclusively: the data may change, so what a read
  * returned before must no longer reach the kernel's cache (store_gen). */
 void csdfs_inode_lock_exclusive(struct csdfs_vol *vol, struct csdfs_inode *in);
 void csdfs_inode_put(struct csdfs_vol *vol, struct csdfs_inode *in);
-/* Record that @ino changed in group @gen / read that (UINT64_MAX when the
- * inode is not in memory: unknown, so assume not yet durable). */
-void csdfs_inode_touch(struct csdfs_vol *vol, uint64_t ino, uint64_t gen);
-uint64_t csdfs_inode_dirty_gen(struct csdfs_vol *vol, uint64_t ino);
-void csdfs_irec_apply_attrs(struct csdfs_inode_disk *rec, const struct stat *in,
-			    unsigned mask, int64_t now);
+/* Mark @ino changed by the open group (fsync needs a commit). */
+void csdfs_op_touch(struct csdfs_op *op, uint64_t ino);
+/* Wait until everything @ino changed is durable. */
+int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino);
 /* Is the inode referenced by the kernel (lookup count > 0)? */
 bool csdfs_inode_in_use(struct csdfs_vol *vol, uint64_t ino);
-/* Free an unlinked inode's data, xattrs, symlink and records. */
-int csdfs_inode_destroy(struct csdfs_op *op, uint64_t ino);
 void csdfs_itable_init(struct csdfs_itable *t);
 void csdfs_itable_release(struct csdfs_itable *t);
+
+/* orphan.c */
+/* Free an unlinked inode's data, xattrs, symlink and records in @op. */
+int csdfs_inode_destroy(struct csdfs_op *op, uint64_t ino);
+/* Destroy every orphan (unlinked while open, then crashed or unmounted). */
+int csdfs_orphan_reclaim_all(struct csdfs_vol *vol);
 
 /* freemap.c: the durable free map in LMDB (db "free"). */
 /* Remove the free parts of [start, start + count); *taken = how many. */
@@ -211,7 +205,20 @@ int csdfs_chunk_drop_from(struct csdfs_op *op, uint64_t ino,
 			  struct csdfs_inode_disk *irec, uint64_t from);
 void csdfs_chunk_key(uint8_t key[16], uint64_t ino, uint64_t idx);
 
-/* rollup.c: directory roll-ups and codec mix. */
+/* irec.c: inode records (db "inodes"), directory roll-ups and codec mix. */
+/* Load / store @ino's record; a store carries its difference up the
+ * roll-ups. @return 0, -ENOENT, -EUCLEAN (a record of the wrong size). */
+int csdfs_irec_load(struct csdfs_txn *txn, uint64_t ino,
+		    struct csdfs_inode_disk *rec);
+int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
+		     const struct csdfs_inode_disk *rec);
+void csdfs_irec_to_stat(uint64_t ino, const struct csdfs_inode_disk *rec,
+			struct stat *st);
+/* Apply the CSDFS_SET_* attributes of @mask from @in; ctime becomes @now
+ * unless @mask sets it. */
+void csdfs_irec_apply_attrs(struct csdfs_inode_disk *rec, const struct stat *in,
+			    unsigned mask, int64_t now);
+
 int csdfs_rollup_get(struct csdfs_txn *txn, uint64_t ino,
 		     struct csdfs_rollup_disk *r);
 /* Propagate the change from @old (NULL: new inode) to @rec up the tree. */
@@ -229,18 +236,15 @@ int csdfs_mix_list(struct csdfs_txn *txn, uint64_t ino,
 		   int (*fn)(void *ctx, uint8_t codec, int8_t level, uint64_t bytes),
 		   void *ctx);
 
-/* file.c */
+/* write.c: truncate with attribute changes (setattr with a size). */
 int csdfs_file_truncate(struct csdfs_vol *vol, uint64_t ino, uint64_t size,
 			const struct stat *in, unsigned mask, struct stat *st);
 
-/* Recompress (setxattr user.csdfs.recompress=N): rewrite up to N chunks
+/* recompress.c (setxattr user.csdfs.recompress=N): rewrite up to N chunks
  * that do not match the file's policy. _left counts those remaining. */
 int csdfs_file_recompress_xattr(struct csdfs_vol *vol, uint64_t ino,
 				const char *value, size_t size);
 int csdfs_file_recompress_left(struct csdfs_vol *vol, uint64_t ino);
-
-/* xattr.c */
-int csdfs_xattr_drop_all(struct csdfs_op *op, uint64_t ino);
 
 /* container.c: superblock. */
 int csdfs_super_write(struct csdfs_io *io, const struct csdfs_super *sb);

@@ -93,52 +93,6 @@ static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 	return 0;
 }
 
-/* Destroy every orphan (unlinked while open, then crashed or unmounted). */
-static int reclaim_orphans(struct csdfs_vol *vol)
-{
-	for (;;) {
-		struct csdfs_cursor *cur;
-		struct csdfs_val k, v;
-		struct csdfs_op op;
-		uint64_t ino = 0;
-		int rc;
-
-		rc = csdfs_op_begin(vol, &op);
-		if (rc)
-			return rc;
-		rc = csdfs_cursor_open(op.txn, CSDFS_DB_ORPHANS, &cur);
-		if (!rc) {
-			rc = csdfs_cursor_first(cur, &k, &v);
-			ino = !rc && k.len == 8 ? csdfs_be64_get(k.data) : 0;
-			csdfs_cursor_close(cur);
-		}
-		if (rc == -ENOENT) {
-			csdfs_op_end(&op, 0);
-			return 0;
-		}
-		if (!rc) {
-			struct csdfs_inode_disk rec;
-			uint8_t key[8];
-
-			/* Only an inode that is really unlinked is freed; a stray
-			 * record for a linked (or missing) one is just dropped. */
-			rc = csdfs_irec_load(op.txn, ino, &rec);
-			if (!rc && rec.nlink == 0) {
-				rc = csdfs_inode_destroy(&op, ino);
-			} else if (!rc || rc == -ENOENT) {
-				csdfs_log(LOG_WARNING, "dropping stray orphan record for inode %llu",
-					  (unsigned long long)ino);
-				csdfs_be64_put(key, ino);
-				rc = csdfs_meta_del(op.txn, CSDFS_DB_ORPHANS, key, 8);
-			}
-		}
-		rc = csdfs_op_end(&op, rc);
-		if (rc)
-			return rc;
-		csdfs_log(LOG_INFO, "reclaimed unlinked inode %llu", (unsigned long long)ino);
-	}
-}
-
 static void vol_free(struct csdfs_vol *vol)
 {
 	if (vol->group)
@@ -208,10 +162,16 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 			goto out_free;
 		}
 	}
-	vol->test_inplace = opts && opts->test_inplace;
+	if (opts && opts->test_torn) {
+		rc = csdfs_io_torn_install(&vol->io);
+		if (rc) {
+			snprintf(err, errlen, "cannot start the tearing test backend: %s",
+				 strerror(-rc));
+			goto out_free;
+		}
+	}
 	vol->punch = !(opts && opts->no_punch);
-	/* In-place test writes change bytes under an unchanged key. */
-	vol->cache_size = vol->test_inplace || (opts && opts->no_cache) ? 0 :
+	vol->cache_size = opts && opts->no_cache ? 0 :
 			  opts && opts->cache_size ? opts->cache_size : CACHE_SIZE_DEFAULT;
 	vol->cache = csdfs_cache_new(vol->cache_size);
 	if (!vol->cache) {
@@ -262,7 +222,7 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 		goto out_free;
 	vol->read_only = opts && opts->read_only;
 	if (!vol->read_only) {
-		rc = reclaim_orphans(vol);
+		rc = csdfs_orphan_reclaim_all(vol);
 		if (!rc) {
 			pthread_mutex_lock(&vol->lock);
 			rc = csdfs_vol_commit_locked(vol);
@@ -299,7 +259,7 @@ int csdfs_vol_close(struct csdfs_vol *vol)
 		/* The kernel may not forget every inode at unmount: anything
 		 * still orphaned now is unreferenced, free it before the last
 		 * commit. */
-		rc = reclaim_orphans(vol);
+		rc = csdfs_orphan_reclaim_all(vol);
 		pthread_mutex_lock(&vol->lock);
 		if (!rc)
 			rc = csdfs_vol_commit_locked(vol);

@@ -512,24 +512,3 @@ int csdfs_fs_kill_privs(struct csdfs_vol *vol, uint64_t ino)
 	rc = csdfs_op_end(&op, rc);
 	return rc ? rc : 1;
 }
-
-int csdfs_xattr_drop_all(struct csdfs_op *op, uint64_t ino)
-{
-	struct csdfs_cursor *cur;
-	struct csdfs_val k, v;
-	uint8_t key[8];
-	int rc;
-
-	rc = csdfs_cursor_open(op->txn, CSDFS_DB_XATTRS, &cur);
-	if (rc)
-		return rc;
-	csdfs_be64_put(key, ino);
-	rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
-	while (!rc && k.len > 8 && csdfs_be64_get(k.data) == ino) {
-		rc = csdfs_cursor_del(cur);
-		if (!rc)
-			rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
-	}
-	csdfs_cursor_close(cur);
-	return rc == -ENOENT ? 0 : rc;
-}

@@ -58,10 +58,10 @@ struct csdfs_mount_opts {
 	 * (e.g. csdfs_io_fault_install). A non-zero return fails the open. */
 	int (*io_hook)(struct csdfs_io *io, void *arg);
 	void *io_hook_arg;
-	/* Tests only: write full raw chunks in place, without the atomic
-	 * mapping swap and without checksum checks on read, so the torn-write
-	 * checker can prove it detects tearing. Never for real data. */
-	bool test_inplace;
+	/* Tests only: the container's I/O goes through the tearing backend
+	 * (csdfs_io_torn_install), so the crash checkers can prove they see
+	 * torn writes. Never for real data. */
+	bool test_torn;
 };
 
 /*

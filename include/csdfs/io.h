@@ -120,4 +120,14 @@ struct csdfs_io_fault {
 /* Interpose @f on @io. @f must outlive @io. @return 0 or -ENOMEM. */
 int csdfs_io_fault_install(struct csdfs_io *io, struct csdfs_io_fault *f);
 
+/*
+ * Tearing backend (crash counter-checks only; io_torn.c): wraps an open
+ * csdfs_io so that a pwrite longer than 4 KiB lands only its first 4 KiB
+ * before it returns, the rest later from a worker thread, and sync does not
+ * wait for that rest. A running volume never sees the difference (reads,
+ * writes and punches that overlap queued bytes wait for them); a kill -9
+ * leaves chunks torn under durable mappings. @return 0 or -errno.
+ */
+int csdfs_io_torn_install(struct csdfs_io *io);
+
 #endif

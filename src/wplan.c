@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The write planner (data.h): a write is cut into chunks; each chunk is
+ * built whole by its caller (read-modify-write when the request covers only
+ * part of it), trimmed of trailing zeros (an all-zero chunk becomes a
+ * hole), compressed, and all chunks of the plan are packed back to back at
+ * the allocator's head, written with as few pwrites as the placement
+ * allows, and finally mapped in ONE operation transaction. Writes, zeroing
+ * (truncate, fallocate) and recompression all go through it, so every one
+ * of them is out of place and atomic (G3).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csdfs/csum.h"
+#include "csdfs/pool.h"
+#include "data.h"
+
+/* ---- chunk stripes ------------------------------------------------------- */
+
+static unsigned stripe_of(uint64_t ino, uint64_t idx)
+{
+	return (unsigned)((ino * 0x9e3779b97f4a7c15ull + idx) % CSDFS_STRIPES);
+}
+
+static void mask_add(uint64_t mask[CSDFS_STRIPES / 64], uint64_t ino, uint64_t idx)
+{
+	unsigned s = stripe_of(ino, idx);
+
+	mask[s / 64] |= 1ull << (s % 64);
+}
+
+/* In ascending stripe order, whatever order the chunks came in. */
+static void lock_mask(struct csdfs_vol *vol, const uint64_t mask[CSDFS_STRIPES / 64])
+{
+	for (unsigned s = 0; s < CSDFS_STRIPES; s++)
+		if (mask[s / 64] & (1ull << (s % 64)))
+			pthread_mutex_lock(&vol->stripes[s]);
+}
+
+void csdfs_stripes_lock_range(struct csdfs_vol *vol, uint64_t ino, uint64_t first,
+			      uint64_t last, uint64_t mask[CSDFS_STRIPES / 64])
+{
+	memset(mask, 0, CSDFS_STRIPES / 8);
+	for (uint64_t i = first; i <= last && i - first < CSDFS_STRIPES; i++)
+		mask_add(mask, ino, i);
+	lock_mask(vol, mask);
+}
+
+void csdfs_stripes_lock_chunks(struct csdfs_vol *vol, uint64_t ino,
+			       const uint64_t *idxs, size_t n,
+			       uint64_t mask[CSDFS_STRIPES / 64])
+{
+	memset(mask, 0, CSDFS_STRIPES / 8);
+	for (size_t i = 0; i < n; i++)
+		mask_add(mask, ino, idxs[i]);
+	lock_mask(vol, mask);
+}
+
+void csdfs_stripes_unlock(struct csdfs_vol *vol,
+			  const uint64_t mask[CSDFS_STRIPES / 64])
+{
+	for (unsigned s = 0; s < CSDFS_STRIPES; s++)
+		if (mask[s / 64] & (1ull << (s % 64)))
+			pthread_mutex_unlock(&vol->stripes[s]);
+}
+
+/* ---- writing chunks ------------------------------------------------------ */
+
+void csdfs_wplan_free(struct wplan *p)
+{
+	free(p->c);
+	free(p->pack);
+}
+
+int csdfs_wplan_init(struct wplan *p, struct csdfs_vol *vol, uint64_t ino,
+		     const struct csdfs_inode_disk *rec, size_t n, size_t nstored)
+{
+	memset(p, 0, sizeof(*p));
+	p->vol = vol;
+	p->ino = ino;
+	p->cs = rec->chunk_size ? rec->chunk_size : vol->sb.chunk_size;
+	p->spec.id = rec->codec;
+	p->spec.level = rec->level;
+	p->slot = -1;
+	p->c = calloc(n, sizeof(*p->c));
+	p->packcap = nstored * csdfs_codec_bound(p->cs);
+	p->pack = malloc(p->packcap ? p->packcap : 1);
+	if (!p->c || !p->pack) {
+		csdfs_wplan_free(p);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Add chunk @idx with logical content @src[0..llen): trailing zeros are not
+ * stored, an all-zero chunk becomes a hole. Compression happens for the
+ * whole plan at once (plan_compress). */
+int csdfs_wplan_add(struct wplan *p, uint64_t idx, const char *src,
+		    uint32_t llen)
+{
+	struct wchunk *c = &p->c[p->n++];
+
+	while (llen && !src[llen - 1])
+		llen--;
+	c->idx = idx;
+	c->llen = llen;
+	c->src = src;
+	if (llen)
+		c->slot = p->nslots++;
+	return 0;
+}
+
+static int compress_one(void *ctx, size_t i)
+{
+	struct wplan *p = ctx;
+	struct wchunk *c = &p->c[i];
+	size_t bound = csdfs_codec_bound(p->cs);
+	char *out = p->pack + c->slot * bound;
+	int rc;
+
+	if (!c->llen)
+		return 0;
+	rc = csdfs_codec_compress(p->spec, c->src, c->llen, out, bound, &c->used);
+	if (rc < 0)
+		return rc;
+	c->plen = (uint32_t)rc;
+	c->csum = csdfs_crc32c(0, out, c->plen);
+	return 0;
+}
+
+/* Compress every chunk (on several cores when there are several), then
+ * pack the results back to back. */
+static int plan_compress(struct wplan *p)
+{
+	size_t bound = csdfs_codec_bound(p->cs);
+	int rc;
+
+	if (p->compressed)
+		return 0;
+	if (p->nslots * bound > p->packcap)
+		return -EINVAL;
+	rc = csdfs_pool_run(p->nslots > 1 ? p->vol->pool : NULL, p->n,
+			    compress_one, p);
+	if (rc)
+		return rc;
+	p->packlen = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		struct wchunk *c = &p->c[i];
+
+		if (!c->llen)
+			continue;
+		memmove(p->pack + p->packlen, p->pack + c->slot * bound, c->plen);
+		c->packoff = p->packlen;
+		p->packlen += c->plen;
+	}
+	p->compressed = true;
+	return 0;
+}
+
+/* Would the plan push the mapped bytes past the logical capacity? Exact:
+ * counts what the chunks it replaces already map. Called under vol->lock. */
+static int check_logical_locked(struct wplan *p)
+{
+	struct csdfs_vol *vol = p->vol;
+	uint64_t add = 0, sub = 0, used = vol->counters.logical_used;
+
+	for (size_t i = 0; i < p->n; i++)
+		add += p->c[i].llen ? p->cs : 0;
+	if (used + add <= vol->sb.logical_bytes)
+		return 0;
+	for (size_t i = 0; i < p->n; i++) {
+		struct csdfs_chunk_disk old;
+
+		if (!csdfs_chunk_get(vol->group, p->ino, p->c[i].idx, &old))
+			sub += p->cs;
+	}
+	return used - sub + add <= vol->sb.logical_bytes ? 0 : -ENOSPC;
+}
+
+static int place_locked(struct wplan *p, bool use_reserve)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		struct wchunk *c = &p->c[i];
+		int rc;
+
+		if (!c->llen || c->placed)
+			continue;
+		if (c->plen % CSDFS_BLOCK_SIZE == 0)
+			csdfs_alloc_align(&p->vol->alloc);
+		rc = csdfs_alloc_place(&p->vol->alloc, c->plen, use_reserve, &c->pa);
+		if (rc)
+			return rc;
+		c->placed = true;
+	}
+	return 0;
+}
+
+/*
+ * Place every stored chunk at the head and write them out. Data writes
+ * (@use_reserve false) may not eat into the reserve kept for truncate, hole
+ * punching and unlink. Space freed by the open group only becomes usable
+ * at its commit, so a full volume commits once before giving up.
+ */
+int csdfs_wplan_write(struct wplan *p, bool use_reserve)
+{
+	struct csdfs_vol *vol = p->vol;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	bool retry = false;
+	int rc;
+
+	rc = plan_compress(p);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&vol->lock);
+	rc = vol->failed;
+	if (!rc && !use_reserve)
+		rc = check_logical_locked(p);
+	if (!rc) {
+		rc = place_locked(p, use_reserve);
+		/* Only a shortage of blocks can be cured by a commit. */
+		retry = rc == -ENOSPC && (vol->alloc.nquar || vol->dirty);
+	}
+	if (retry) {
+		/* Take back what this plan placed first: the commit recycles
+		 * freed blocks, and must see the head where no unregistered
+		 * placement lies beyond it. */
+		for (size_t i = p->n; i-- > 0; ) {
+			if (p->c[i].placed)
+				csdfs_alloc_unplace(&vol->alloc, p->c[i].pa, p->c[i].plen);
+			p->c[i].placed = false;
+		}
+		rc = csdfs_vol_commit_locked(vol);
+		if (!rc)
+			rc = place_locked(p, use_reserve);
+	}
+	for (size_t i = 0; i < p->n && !rc; i++) {
+		struct wchunk *c = &p->c[i];
+
+		if (c->placed) {
+			lo = c->pa < lo ? c->pa : lo;
+			hi = c->pa + c->plen > hi ? c->pa + c->plen : hi;
+		}
+	}
+	if (!rc && hi) {
+		rc = csdfs_alloc_inflight_add(&vol->alloc, lo, hi);
+		if (rc >= 0) {
+			p->slot = rc;
+			rc = 0;
+		} else {
+			rc = -EBUSY;
+		}
+	}
+	pthread_mutex_unlock(&vol->lock);
+	if (rc)
+		return rc;
+	/* One pwrite per physically contiguous run of chunks. */
+	for (size_t i = 0; i < p->n && !rc; ) {
+		struct wchunk *c = &p->c[i];
+		size_t j = i + 1, len;
+
+		if (!c->llen) {
+			i++;
+			continue;
+		}
+		len = c->plen;
+		while (j < p->n && p->c[j].llen &&
+		       p->c[j].pa == c->pa + len &&
+		       p->c[j].packoff == c->packoff + len) {
+			len += p->c[j].plen;
+			j++;
+		}
+		rc = csdfs_io_pwrite(&vol->io, p->pack + c->packoff, len, c->pa);
+		i = j;
+	}
+	return rc;
+}
+
+/* Map every chunk of the plan inside @op. */
+int csdfs_wplan_commit(struct wplan *p, struct csdfs_op *op,
+		       struct csdfs_inode_disk *rec)
+{
+	op->inflight_slot = p->slot;
+	p->slot = -1;
+	for (size_t i = 0; i < p->n; i++) {
+		struct wchunk *c = &p->c[i];
+		struct csdfs_chunk_disk d;
+		int rc;
+
+		if (!c->llen) {
+			rc = csdfs_chunk_set(op, p->ino, rec, c->idx, NULL);
+		} else {
+			memset(&d, 0, sizeof(d));
+			d.pa = c->pa;
+			d.plen = c->plen;
+			d.llen = c->llen;
+			d.csum = c->csum;
+			d.codec = c->used.id;
+			d.level = c->used.level;
+			if (c->used.id == CSDFS_CODEC_NONE && p->spec.id != CSDFS_CODEC_NONE)
+				d.flags |= CSDFS_CHUNK_INCOMPRESSIBLE;
+			rc = csdfs_chunk_set(op, p->ino, rec, c->idx, &d);
+			op->delta.dev_bytes_written += c->plen;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Remember the partially written chunks of a committed plan: the next
+ * partial write of the same chunk (a sequential writer in small steps)
+ * then needs no decode. Whole chunks are not cached: large writes would
+ * only churn the cache (and cost a copy each). */
+void csdfs_wplan_cache(struct wplan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		struct wchunk *c = &p->c[i];
+		struct csdfs_cache_key key = { p->ino, c->idx, c->pa, c->csum };
+
+		if (c->llen && c->partial)
+			csdfs_cache_put(p->vol->cache, &key, c->src, c->llen, p->cs);
+	}
+}
+
+/* Release what a plan holds at the allocator: its in-flight registration
+ * and, unless its mapping committed, the bytes it placed. */
+void csdfs_wplan_abandon(struct wplan *p)
+{
+	struct csdfs_alloc *a = &p->vol->alloc;
+	bool placed = false;
+
+	for (size_t i = 0; i < p->n; i++)
+		placed = placed || p->c[i].placed;
+	/* Committed, its slot handed to the operation: nothing to release. */
+	if (p->slot < 0 && (p->committed || !placed))
+		return;
+	pthread_mutex_lock(&p->vol->lock);
+	if (p->slot >= 0)
+		csdfs_alloc_inflight_del(a, p->slot);
+	p->slot = -1;
+	for (size_t i = p->n; i-- > 0 && !p->committed; ) {
+		if (p->c[i].placed)
+			csdfs_alloc_unplace(a, p->c[i].pa, p->c[i].plen);
+		p->c[i].placed = false;
+	}
+	pthread_mutex_unlock(&p->vol->lock);
+}
+
+int csdfs_reg_load(struct csdfs_vol *vol, uint64_t ino,
+		    struct csdfs_inode_disk *rec)
+{
+	struct csdfs_op op;
+	int rc;
+
+	rc = csdfs_op_begin_read(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, rec);
+	if (!rc && S_ISDIR(rec->mode))
+		rc = -EISDIR;
+	else if (!rc && !S_ISREG(rec->mode))
+		rc = -EINVAL;
+	return csdfs_op_end(&op, rc);
+}
+
