@@ -233,8 +233,8 @@ static int close_group_locked(struct csdfs_vol *vol, struct closed_group *cg)
 		return vol->failed;
 	if (!vol->dirty)
 		return 0;
-	rc = csdfs_meta_put(vol->group, CSDFS_DB_META, "counters", 8,
-			    &vol->counters, sizeof(vol->counters), 0);
+	rc = csdfs_rec_counters_put(vol->group, CSDFS_DB_META, "counters", 8,
+				    &vol->counters, 0);
 	if (!rc) {
 		uint64_t before = csdfs_thread_wchar(), after;
 

@@ -35,19 +35,11 @@ static int dirent_get(struct csdfs_txn *txn, uint64_t parent, const char *name,
 		      struct csdfs_dirent_disk *d)
 {
 	uint8_t key[8 + NAME_MAX_LEN];
-	struct csdfs_val v;
 	size_t klen;
 	int rc;
 
 	rc = dirent_key(key, parent, name, &klen);
-	if (!rc)
-		rc = csdfs_meta_get(txn, CSDFS_DB_DIRENTS, key, klen, &v);
-	if (rc)
-		return rc;
-	if (v.len != sizeof(*d))
-		return -EUCLEAN;
-	memcpy(d, v.data, sizeof(*d));
-	return 0;
+	return rc ? rc : csdfs_rec_dirent_get(txn, CSDFS_DB_DIRENTS, key, klen, d);
 }
 
 static int dirent_put(struct csdfs_txn *txn, uint64_t parent, const char *name,
@@ -64,7 +56,7 @@ static int dirent_put(struct csdfs_txn *txn, uint64_t parent, const char *name,
 	memset(&d, 0, sizeof(d));
 	d.ino = ino;
 	d.type = type & S_IFMT;
-	return csdfs_meta_put(txn, CSDFS_DB_DIRENTS, key, klen, &d, sizeof(d), 0);
+	return csdfs_rec_dirent_put(txn, CSDFS_DB_DIRENTS, key, klen, &d, 0);
 }
 
 static int dirent_del(struct csdfs_txn *txn, uint64_t parent, const char *name)
@@ -202,8 +194,8 @@ static int create_locked(struct csdfs_op *op, const struct csdfs_cred *cred,
 	if (rc != -ENOENT)
 		return rc;
 	ino = vol->next_ino;
-	next = htole64(ino + 1);
-	rc = csdfs_meta_put(op->txn, CSDFS_DB_META, "next_ino", 8, &next, 8, 0);
+	next = ino + 1;
+	rc = csdfs_rec_le64_put(op->txn, CSDFS_DB_META, "next_ino", 8, &next, 0);
 	if (rc)
 		return rc;
 
@@ -375,9 +367,8 @@ static int find_other_link(struct csdfs_txn *txn, uint64_t ino, uint64_t xdir,
 	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
 		struct csdfs_dirent_disk d;
 
-		if (k.len <= 8 || v.len != sizeof(d))
+		if (k.len <= 8 || csdfs_rec_dirent_decode(&v, &d))
 			continue;
-		memcpy(&d, v.data, sizeof(d));
 		if (d.ino == ino && !(xname && csdfs_be64_get(k.data) == xdir &&
 				      k.len - 8 == strlen(xname) &&
 				      !memcmp((const char *)k.data + 8, xname, k.len - 8))) {
@@ -694,11 +685,9 @@ int csdfs_fs_readdir_snapshot(struct csdfs_vol *vol, uint64_t ino,
 
 			if (k.len <= 8 || csdfs_be64_get(k.data) != ino)
 				break;
-			if (v.len != sizeof(d)) {
-				rc = -EUCLEAN;
+			rc = csdfs_rec_dirent_decode(&v, &d);
+			if (rc)
 				break;
-			}
-			memcpy(&d, v.data, sizeof(d));
 			rc = snap_add(snap, &cap, d.ino, d.type,
 				      (const char *)k.data + 8, k.len - 8);
 			if (rc)

@@ -30,18 +30,10 @@ void csdfs_chunk_key(uint8_t key[16], uint64_t ino, uint64_t idx)
 int csdfs_chunk_get(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
 		    struct csdfs_chunk_disk *out)
 {
-	struct csdfs_val v;
 	uint8_t key[16];
-	int rc;
 
 	csdfs_chunk_key(key, ino, idx);
-	rc = csdfs_meta_get(txn, CSDFS_DB_CHUNKS, key, 16, &v);
-	if (rc)
-		return rc;
-	if (v.len != sizeof(*out))
-		return -EUCLEAN;
-	memcpy(out, v.data, sizeof(*out));
-	return 0;
+	return csdfs_rec_chunk_get(txn, CSDFS_DB_CHUNKS, key, 16, out);
 }
 
 int csdfs_chunk_put(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
@@ -50,7 +42,7 @@ int csdfs_chunk_put(struct csdfs_txn *txn, uint64_t ino, uint64_t idx,
 	uint8_t key[16];
 
 	csdfs_chunk_key(key, ino, idx);
-	return csdfs_meta_put(txn, CSDFS_DB_CHUNKS, key, 16, c, sizeof(*c), 0);
+	return csdfs_rec_chunk_put(txn, CSDFS_DB_CHUNKS, key, 16, c, 0);
 }
 
 static inline uint64_t first_block(uint64_t pa)
@@ -84,12 +76,12 @@ static int phys_neighbour(struct csdfs_txn *txn, uint64_t pa, bool next,
 			rc = csdfs_cursor_prev(cur, &k, &v);
 	}
 	if (!rc) {
-		if (k.len != 8 || v.len != sizeof(*out)) {
+		if (k.len != 8)
 			rc = -EUCLEAN;
-		} else {
+		else
+			rc = csdfs_rec_phys_decode(&v, out);
+		if (!rc)
 			*npa = csdfs_be64_get(k.data);
-			memcpy(out, v.data, sizeof(*out));
-		}
 	}
 	csdfs_cursor_close(cur);
 	return rc;
@@ -282,8 +274,8 @@ static int chunk_insert(struct csdfs_op *op, uint64_t ino,
 	p.chunk = idx;
 	p.plen = c.plen;
 	csdfs_be64_put(key, c.pa);
-	rc = csdfs_meta_put(op->txn, CSDFS_DB_PHYS, key, 8, &p, sizeof(p),
-			    CSDFS_PUT_NOOVERWRITE);
+	rc = csdfs_rec_phys_put(op->txn, CSDFS_DB_PHYS, key, 8, &p,
+				CSDFS_PUT_NOOVERWRITE);
 	if (rc)
 		return rc == -EEXIST ? -EUCLEAN : rc;
 	return csdfs_chunk_put(op->txn, ino, idx, &c);
@@ -334,12 +326,10 @@ int csdfs_chunk_drop_from(struct csdfs_op *op, uint64_t ino,
 		while (!rc && n < BATCH) {
 			if (k.len != 16 || csdfs_be64_get(k.data) != ino)
 				break;
-			if (v.len != sizeof(recs[0])) {
-				rc = -EUCLEAN;
+			rc = csdfs_rec_chunk_decode(&v, &recs[n]);
+			if (rc)
 				break;
-			}
 			idxs[n] = csdfs_be64_get((const uint8_t *)k.data + 8);
-			memcpy(&recs[n], v.data, sizeof(recs[0]));
 			n++;
 			rc = csdfs_cursor_next(cur, &k, &v);
 		}

@@ -5,7 +5,6 @@
  * only inside operation transactions, so it always agrees with the chunk
  * map in the same commit (fsck's "free vs used" invariant).
  */
-#include <endian.h>
 #include <errno.h>
 #include <string.h>
 
@@ -15,28 +14,32 @@ struct run {
 	uint64_t start, count;
 };
 
+int csdfs_freemap_decode(const struct csdfs_val *k, const struct csdfs_val *v,
+			 uint64_t *start, uint64_t *count)
+{
+	int rc;
+
+	if (k->len != 8)
+		return -EUCLEAN;
+	rc = csdfs_rec_le64_decode(v, count);
+	if (rc)
+		return rc;
+	*start = csdfs_be64_get(k->data);
+	return *count ? 0 : -EUCLEAN;
+}
+
 static int decode_run(const struct csdfs_val *k, const struct csdfs_val *v,
 		      struct run *r)
 {
-	uint64_t n;
-
-	if (k->len != 8 || v->len != 8)
-		return -EUCLEAN;
-	memcpy(&n, v->data, 8);
-	r->start = csdfs_be64_get(k->data);
-	r->count = le64toh(n);
-	if (!r->count)
-		return -EUCLEAN;
-	return 0;
+	return csdfs_freemap_decode(k, v, &r->start, &r->count);
 }
 
 static int put_run(struct csdfs_txn *txn, uint64_t start, uint64_t count)
 {
 	uint8_t key[8];
-	uint64_t v = htole64(count);
 
 	csdfs_be64_put(key, start);
-	return csdfs_meta_put(txn, CSDFS_DB_FREE, key, 8, &v, 8, 0);
+	return csdfs_rec_le64_put(txn, CSDFS_DB_FREE, key, 8, &count, 0);
 }
 
 static int del_run(struct csdfs_txn *txn, uint64_t start)

@@ -6,7 +6,6 @@
  * blocks back to the free map, unrecorded orphans, counters and directory
  * roll-ups, which are sums of other records) and explains the rest.
  */
-#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,14 +58,11 @@ static int check_free(struct fsck *f)
 	for (rc = csdfs_cursor_first(cur, &k, &v); !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
 		uint64_t s, n;
 
-		if (k.len != 8 || v.len != 8) {
+		if (csdfs_freemap_decode(&k, &v, &s, &n)) {
 			PROBLEM(f, "free map: malformed record");
 			continue;
 		}
-		s = csdfs_be64_get(k.data);
-		memcpy(&n, v.data, 8);
-		n = le64toh(n);
-		if (!n || s < CSDFS_FIRST_DATA_BLOCK || s + n > f->total || s + n < s) {
+		if (s < CSDFS_FIRST_DATA_BLOCK || s + n > f->total || s + n < s) {
 			PROBLEM(f, "free map: run %llu+%llu outside the data area",
 				(unsigned long long)s, (unsigned long long)n);
 			continue;
@@ -98,12 +94,11 @@ static int check_phys(struct fsck *f)
 		uint64_t pa;
 		int grc;
 
-		if (k.len != 8 || v.len != sizeof(p)) {
+		if (k.len != 8 || csdfs_rec_phys_decode(&v, &p)) {
 			PROBLEM(f, "phys map: malformed record");
 			continue;
 		}
 		pa = csdfs_be64_get(k.data);
-		memcpy(&p, v.data, sizeof(p));
 		if (!p.plen || pa < (uint64_t)CSDFS_FIRST_DATA_BLOCK * CSDFS_BLOCK_SIZE ||
 		    pa + p.plen > f->total * CSDFS_BLOCK_SIZE) {
 			PROBLEM(f, "phys map: range %llu+%u outside the data area",
@@ -192,12 +187,11 @@ static int check_inode(struct fsck *f, uint64_t ino, const struct csdfs_inode_di
 		if (k.len != 16 || csdfs_be64_get(k.data) != ino)
 			break;
 		idx = csdfs_be64_get((const uint8_t *)k.data + 8);
-		if (v.len != sizeof(c)) {
+		if (csdfs_rec_chunk_decode(&v, &c)) {
 			PROBLEM(f, "inode %llu chunk %llu: malformed record",
 				(unsigned long long)ino, (unsigned long long)idx);
 			continue;
 		}
-		memcpy(&c, v.data, sizeof(c));
 		if (!S_ISREG(rec->mode))
 			PROBLEM(f, "inode %llu: chunks on a non-regular file", (unsigned long long)ino);
 		if (!c.llen || c.llen > cs || idx * cs + c.llen > rec->size)
@@ -214,14 +208,12 @@ static int check_inode(struct fsck *f, uint64_t ino, const struct csdfs_inode_di
 			continue;
 		}
 		{
-			struct csdfs_val pv;
 			uint8_t pk[8];
 			struct csdfs_phys_disk p;
 
 			csdfs_be64_put(pk, c.pa);
-			if (csdfs_meta_get(f->txn, CSDFS_DB_PHYS, pk, 8, &pv) ||
-			    pv.len != sizeof(p) || (memcpy(&p, pv.data, sizeof(p)),
-						    p.ino != ino || p.chunk != idx))
+			if (csdfs_rec_phys_get(f->txn, CSDFS_DB_PHYS, pk, 8, &p) ||
+			    p.ino != ino || p.chunk != idx)
 				PROBLEM(f, "inode %llu chunk %llu: no matching phys entry",
 					(unsigned long long)ino, (unsigned long long)idx);
 		}
@@ -343,12 +335,11 @@ static int check_dirents(struct fsck *f)
 		struct csdfs_dirent_disk d;
 		uint64_t parent;
 
-		if (k.len <= 8 || v.len != sizeof(d)) {
+		if (k.len <= 8 || csdfs_rec_dirent_decode(&v, &d)) {
 			PROBLEM(f, "dirent: malformed record");
 			continue;
 		}
 		parent = csdfs_be64_get(k.data);
-		memcpy(&d, v.data, sizeof(d));
 		if (csdfs_irec_load(f->txn, parent, &p) || !S_ISDIR(p.mode))
 			PROBLEM(f, "dirent '%.*s': parent %llu is not a live directory",
 				(int)(k.len - 8), (const char *)k.data + 8,
@@ -515,12 +506,11 @@ static int check_inodes(struct fsck *f)
 		struct csdfs_val ov;
 		uint8_t key[8];
 
-		if (k.len != 8 || v.len != sizeof(rec)) {
+		if (k.len != 8 || csdfs_rec_inode_decode(&v, &rec)) {
 			PROBLEM(f, "inode: malformed record");
 			continue;
 		}
 		ino = csdfs_be64_get(k.data);
-		memcpy(&rec, v.data, sizeof(rec));
 		want = links_to(f, ino);
 		if (S_ISDIR(rec.mode) && rec.nlink)
 			want += ino == CSDFS_ROOT_INO ? 2 : 1;  /* ".", and root's ".." */
@@ -592,8 +582,8 @@ static int repair(struct fsck *f)
 		     r = csdfs_cursor_next(cur, &k, &v)) {
 			struct csdfs_inode_disk rec;
 
-			memcpy(&rec, v.data, sizeof(rec));
-			if (!rec.nlink)
+			/* Malformed records were reported, not repaired. */
+			if (k.len == 8 && !csdfs_rec_inode_decode(&v, &rec) && !rec.nlink)
 				rc = csdfs_meta_put(txn, CSDFS_DB_ORPHANS, k.data, 8, "", 0, 0);
 		}
 		csdfs_cursor_close(cur);
@@ -610,8 +600,7 @@ static int repair(struct fsck *f)
 			rc = csdfs_meta_del(txn, CSDFS_DB_ROLLUP, key, 8);
 			rc = rc == -ENOENT ? 0 : rc;
 		} else {
-			rc = csdfs_meta_put(txn, CSDFS_DB_ROLLUP, key, 8, &n->expect,
-					    sizeof(n->expect), 0);
+			rc = csdfs_rec_rollup_put(txn, CSDFS_DB_ROLLUP, key, 8, &n->expect, 0);
 		}
 	}
 	if (!rc) {
@@ -624,7 +613,7 @@ static int repair(struct fsck *f)
 		c.inodes = f->sum.inodes;
 		c.logical_used = f->sum.logical_used;
 		c.used_blocks = f->sum.used_blocks;
-		rc = csdfs_meta_put(txn, CSDFS_DB_META, "counters", 8, &c, sizeof(c), 0);
+		rc = csdfs_rec_counters_put(txn, CSDFS_DB_META, "counters", 8, &c, 0);
 	}
 	if (!rc)
 		rc = csdfs_meta_commit(txn);

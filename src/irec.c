@@ -14,7 +14,6 @@
  * it along the new one. Chunk codec changes arrive as per-operation deltas
  * (csdfs_op.mix) and are flushed the same way before the operation commits.
  */
-#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,18 +25,10 @@
 int csdfs_irec_load(struct csdfs_txn *txn, uint64_t ino,
 		    struct csdfs_inode_disk *rec)
 {
-	struct csdfs_val v;
 	uint8_t key[8];
-	int rc;
 
 	csdfs_be64_put(key, ino);
-	rc = csdfs_meta_get(txn, CSDFS_DB_INODES, key, 8, &v);
-	if (rc)
-		return rc;
-	if (v.len != sizeof(*rec))
-		return -EUCLEAN;
-	memcpy(rec, v.data, sizeof(*rec));
-	return 0;
+	return csdfs_rec_inode_get(txn, CSDFS_DB_INODES, key, 8, rec);
 }
 
 int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
@@ -55,7 +46,7 @@ int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
 	if (rc)
 		return rc;
 	csdfs_be64_put(key, ino);
-	return csdfs_meta_put(txn, CSDFS_DB_INODES, key, 8, rec, sizeof(*rec), 0);
+	return csdfs_rec_inode_put(txn, CSDFS_DB_INODES, key, 8, rec, 0);
 }
 
 static void ns_to_ts(int64_t ns, struct timespec *ts)
@@ -148,22 +139,16 @@ static void file_contrib(const struct csdfs_inode_disk *rec,
 int csdfs_rollup_get(struct csdfs_txn *txn, uint64_t ino,
 		     struct csdfs_rollup_disk *r)
 {
-	struct csdfs_val v;
 	uint8_t key[8];
 	int rc;
 
 	csdfs_be64_put(key, ino);
-	rc = csdfs_meta_get(txn, CSDFS_DB_ROLLUP, key, 8, &v);
+	rc = csdfs_rec_rollup_get(txn, CSDFS_DB_ROLLUP, key, 8, r);
 	if (rc == -ENOENT) {
 		memset(r, 0, sizeof(*r));
 		return 0;
 	}
-	if (rc)
-		return rc;
-	if (v.len != sizeof(*r))
-		return -EUCLEAN;
-	memcpy(r, v.data, sizeof(*r));
-	return 0;
+	return rc;
 }
 
 /* r += sign * d, field by field (mod 2^64). */
@@ -206,7 +191,7 @@ static int rollup_add(struct csdfs_txn *txn, uint64_t dir,
 		rc = csdfs_meta_del(txn, CSDFS_DB_ROLLUP, key, 8);
 		return rc == -ENOENT ? 0 : rc;
 	}
-	return csdfs_meta_put(txn, CSDFS_DB_ROLLUP, key, 8, &r, sizeof(r), 0);
+	return csdfs_rec_rollup_put(txn, CSDFS_DB_ROLLUP, key, 8, &r, 0);
 }
 
 static void mix_key(uint8_t key[10], uint64_t ino, uint8_t codec, int8_t level)
@@ -219,7 +204,6 @@ static void mix_key(uint8_t key[10], uint64_t ino, uint8_t codec, int8_t level)
 static int mix_add(struct csdfs_txn *txn, uint64_t ino, uint8_t codec,
 		   int8_t level, uint64_t delta)
 {
-	struct csdfs_val v;
 	uint8_t key[10];
 	uint64_t bytes = 0;
 	int rc;
@@ -227,20 +211,17 @@ static int mix_add(struct csdfs_txn *txn, uint64_t ino, uint8_t codec,
 	if (!delta)
 		return 0;
 	mix_key(key, ino, codec, level);
-	rc = csdfs_meta_get(txn, CSDFS_DB_CODECMIX, key, 10, &v);
-	if (!rc && v.len == 8) {
-		memcpy(&bytes, v.data, 8);
-		bytes = le64toh(bytes);
-	} else if (rc && rc != -ENOENT) {
+	rc = csdfs_rec_le64_get(txn, CSDFS_DB_CODECMIX, key, 10, &bytes);
+	if (rc == -ENOENT)
+		bytes = 0;
+	else if (rc)
 		return rc;
-	}
 	bytes += delta;
 	if (!bytes) {
 		rc = csdfs_meta_del(txn, CSDFS_DB_CODECMIX, key, 10);
 		return rc == -ENOENT ? 0 : rc;
 	}
-	bytes = htole64(bytes);
-	return csdfs_meta_put(txn, CSDFS_DB_CODECMIX, key, 10, &bytes, 8, 0);
+	return csdfs_rec_le64_put(txn, CSDFS_DB_CODECMIX, key, 10, &bytes, 0);
 }
 
 int csdfs_mix_list(struct csdfs_txn *txn, uint64_t ino,
@@ -261,14 +242,11 @@ int csdfs_mix_list(struct csdfs_txn *txn, uint64_t ino,
 	     rc = csdfs_cursor_next(cur, &k, &v)) {
 		if (k.len != 10 || csdfs_be64_get(k.data) != ino)
 			break;
-		if (v.len != 8) {
-			rc = -EUCLEAN;
+		rc = csdfs_rec_le64_decode(&v, &ents[n].bytes);
+		if (rc)
 			break;
-		}
 		ents[n].codec = ((const uint8_t *)k.data)[8];
 		ents[n].level = (int8_t)((const uint8_t *)k.data)[9];
-		memcpy(&ents[n].bytes, v.data, 8);
-		ents[n].bytes = le64toh(ents[n].bytes);
 		n++;
 	}
 	csdfs_cursor_close(cur);

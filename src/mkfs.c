@@ -6,7 +6,6 @@
  * and one free extent covering the data area.
  */
 #include <dirent.h>
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -60,7 +59,7 @@ static int init_meta(const char *metadir, const struct csdfs_super *sb)
 	struct csdfs_txn *txn;
 	uint8_t key[8];
 	uint64_t v, first = CSDFS_FIRST_DATA_BLOCK;
-	uint32_t ver = htole32(CSDFS_FORMAT_VERSION);
+	uint32_t ver = CSDFS_FORMAT_VERSION;
 	int64_t now = csdfs_now_ns();
 	int rc;
 
@@ -85,19 +84,18 @@ static int init_meta(const char *metadir, const struct csdfs_super *sb)
 	ctr.inodes = 1;
 	rc = csdfs_meta_put(txn, CSDFS_DB_META, "uuid", 4, sb->uuid, 16, 0);
 	if (!rc)
-		rc = csdfs_meta_put(txn, CSDFS_DB_META, "version", 7, &ver, 4, 0);
-	v = htole64(CSDFS_ROOT_INO + 1);
+		rc = csdfs_rec_le32_put(txn, CSDFS_DB_META, "version", 7, &ver, 0);
+	v = CSDFS_ROOT_INO + 1;
 	if (!rc)
-		rc = csdfs_meta_put(txn, CSDFS_DB_META, "next_ino", 8, &v, 8, 0);
+		rc = csdfs_rec_le64_put(txn, CSDFS_DB_META, "next_ino", 8, &v, 0);
 	if (!rc)
-		rc = csdfs_meta_put(txn, CSDFS_DB_META, "counters", 8, &ctr,
-				    sizeof(ctr), 0);
+		rc = csdfs_rec_counters_put(txn, CSDFS_DB_META, "counters", 8, &ctr, 0);
 	if (!rc)
 		rc = csdfs_irec_store(txn, CSDFS_ROOT_INO, &root);
-	v = htole64(sb->total_blocks - first);
+	v = sb->total_blocks - first;
 	csdfs_be64_put(key, first);
 	if (!rc)
-		rc = csdfs_meta_put(txn, CSDFS_DB_FREE, key, 8, &v, 8, 0);
+		rc = csdfs_rec_le64_put(txn, CSDFS_DB_FREE, key, 8, &v, 0);
 	if (rc) {
 		csdfs_meta_abort(txn);
 		goto out_close;

@@ -328,11 +328,9 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 				idx = csdfs_be64_get((const uint8_t *)k.data + 8);
 				if (idx > last)
 					break;
-				if (v.len != sizeof(*recs)) {
-					rc = -EUCLEAN;
+				rc = csdfs_rec_chunk_decode(&v, &recs[idx - first]);
+				if (rc)
 					break;
-				}
-				memcpy(&recs[idx - first], v.data, sizeof(*recs));
 				have[idx - first] = true;
 			}
 			if (rc == -ENOENT)

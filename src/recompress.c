@@ -52,11 +52,9 @@ static int mismatched(struct csdfs_vol *vol, uint64_t ino, uint64_t from,
 
 		if (k.len != 16 || csdfs_be64_get(k.data) != ino)
 			break;
-		if (v.len != sizeof(c)) {
-			rc = -EUCLEAN;
+		rc = csdfs_rec_chunk_decode(&v, &c);
+		if (rc)
 			break;
-		}
-		memcpy(&c, v.data, sizeof(c));
 		if (!chunk_matches(&c, p))
 			idxs[n++] = csdfs_be64_get((const uint8_t *)k.data + 8);
 	}

@@ -18,6 +18,7 @@
 #include "csdfs/format.h"
 #include "csdfs/io.h"
 #include "csdfs/meta.h"
+#include "record.h"
 
 #define CSDFS_STRIPES 256
 #define CSDFS_ITABLE_BUCKETS 4096
@@ -176,6 +177,9 @@ int csdfs_inode_destroy(struct csdfs_op *op, uint64_t ino);
 int csdfs_orphan_reclaim_all(struct csdfs_vol *vol);
 
 /* freemap.c: the durable free map in LMDB (db "free"). */
+/* One run as a cursor returned it: -EUCLEAN if malformed or empty. */
+int csdfs_freemap_decode(const struct csdfs_val *k, const struct csdfs_val *v,
+			 uint64_t *start, uint64_t *count);
 /* Remove the free parts of [start, start + count); *taken = how many. */
 int csdfs_freemap_take(struct csdfs_txn *txn, uint64_t start, uint64_t count,
 		       uint64_t *taken);

@@ -4,7 +4,6 @@
  * loaded and checked, orphans reclaimed), close (a last commit), and
  * statfs. Operations and commits are in commit.c, creation in mkfs.c.
  */
-#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +28,7 @@ static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 	struct csdfs_inode_disk root;
 	struct csdfs_cursor *cur;
 	struct csdfs_val k, v;
-	uint64_t next, free_blocks = 0, data_blocks;
+	uint64_t free_blocks = 0, data_blocks;
 	int rc;
 
 	rc = csdfs_meta_get(vol->group, CSDFS_DB_META, "uuid", 4, &v);
@@ -37,15 +36,13 @@ static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 		ERR(-EUCLEAN, "metadata has no volume uuid: not a csdfs metadata environment");
 	if (memcmp(v.data, vol->sb.uuid, 16))
 		ERR(-EUCLEAN, "metadata belongs to another volume (uuid mismatch with the container)");
-	rc = csdfs_meta_get(vol->group, CSDFS_DB_META, "next_ino", 8, &v);
-	if (rc || v.len != 8)
+	rc = csdfs_rec_le64_get(vol->group, CSDFS_DB_META, "next_ino", 8, &vol->next_ino);
+	if (rc)
 		ERR(-EUCLEAN, "metadata is corrupt: next inode number missing");
-	memcpy(&next, v.data, 8);
-	vol->next_ino = le64toh(next);
-	rc = csdfs_meta_get(vol->group, CSDFS_DB_META, "counters", 8, &v);
-	if (rc || v.len != sizeof(vol->counters))
+	rc = csdfs_rec_counters_get(vol->group, CSDFS_DB_META, "counters", 8,
+				    &vol->counters);
+	if (rc)
 		ERR(-EUCLEAN, "metadata is corrupt: volume counters missing");
-	memcpy(&vol->counters, v.data, sizeof(vol->counters));
 	rc = csdfs_irec_load(vol->group, CSDFS_ROOT_INO, &root);
 	if (rc || !S_ISDIR(root.mode))
 		ERR(-EUCLEAN, "metadata is corrupt: root directory missing");
@@ -61,14 +58,10 @@ static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 	     rc = csdfs_cursor_next(cur, &k, &v)) {
 		uint64_t s, n;
 
-		if (k.len != 8 || v.len != 8) {
-			rc = -EUCLEAN;
+		rc = csdfs_freemap_decode(&k, &v, &s, &n);
+		if (rc)
 			break;
-		}
-		s = csdfs_be64_get(k.data);
-		memcpy(&n, v.data, 8);
-		n = le64toh(n);
-		if (s < CSDFS_FIRST_DATA_BLOCK || !n || s + n > vol->sb.total_blocks) {
+		if (s < CSDFS_FIRST_DATA_BLOCK || s + n > vol->sb.total_blocks) {
 			rc = -EUCLEAN;
 			break;
 		}
@@ -183,6 +176,12 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 	rc = csdfs_super_read(&vol->io, &vol->sb, err, errlen);
 	if (rc)
 		goto out_free;
+	rc = csdfs_rec_order_check(vol->sb.incompat, csdfs_rec_host_le());
+	if (rc) {
+		snprintf(err, errlen, "volume '%s' holds metadata records in this big-endian host's byte order (made by a csdfs before little-endian records); this csdfs reads little-endian records only",
+			 path);
+		goto out_free;
+	}
 	if (!(vol->sb.incompat & CSDFS_FEATURE_INCOMPAT_SYNCED)) {
 		/* Before the metadata layer commits the way an older csdfs
 		 * would misread (format.h), make that csdfs refuse the volume. */

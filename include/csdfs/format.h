@@ -4,8 +4,11 @@
  * LMDB. This header is frozen: fields are only ever appended in reserved
  * space, codec ids are pinned forever, and anything an older reader must not
  * misinterpret gets an incompat feature bit (an unknown incompat bit makes
- * mount refuse). All multi-byte fields are little-endian on disk; LMDB keys
- * that carry integers are big-endian so byte order equals numeric order.
+ * mount refuse). All multi-byte fields are little-endian on disk: the
+ * superblock's (src/container.c) and every LMDB record's (src/record.c, the
+ * one place records are encoded and decoded; in memory the structs below
+ * hold host-order values). LMDB keys that carry integers are big-endian so
+ * byte order equals numeric order.
  *
  * A volume is a directory (mode 0700) holding:
  *   container   the preallocated data file; block 0 holds the superblock,
@@ -49,10 +52,20 @@ enum csdfs_codec_id {
  * than the record (src/meta_lmdb.c); a csdfs that does not know this would
  * trust such a commit, and commit without updating the record. Set by mkfs
  * and, on an older volume, by its first open.
+ *
+ * LE_RECORDS: every LMDB record is little-endian. Before this bit, csdfs
+ * copied records in host order; LMDB's own file is host-endian and opens
+ * only on the byte order that wrote it, so a volume without the bit holds
+ * little-endian records exactly when the host is little-endian: such a
+ * volume opens there and is refused, with a message, on a big-endian host
+ * (csdfs_rec_order_check). Set by mkfs; an older csdfs on a big-endian host
+ * refuses a volume that has it.
  */
-#define CSDFS_FEATURE_INCOMPAT_SYNCED (1ull << 1)
+#define CSDFS_FEATURE_INCOMPAT_SYNCED     (1ull << 1)
+#define CSDFS_FEATURE_INCOMPAT_LE_RECORDS (1ull << 2)
 #define CSDFS_FEATURE_COMPAT_SUPP    0ull
-#define CSDFS_FEATURE_INCOMPAT_SUPP  CSDFS_FEATURE_INCOMPAT_SYNCED
+#define CSDFS_FEATURE_INCOMPAT_SUPP  (CSDFS_FEATURE_INCOMPAT_SYNCED | \
+				      CSDFS_FEATURE_INCOMPAT_LE_RECORDS)
 #define CSDFS_FEATURE_RO_COMPAT_SUPP 0ull
 
 /*
