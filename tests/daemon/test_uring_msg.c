@@ -310,10 +310,4 @@ static Suite *uring_msg_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	int failed;
-
-	failed = check_run(uring_msg_suite());
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_RUN_MAIN(uring_msg_suite)

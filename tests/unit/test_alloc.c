@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_run.h"
+#include "fixture.h"
 #include "csdfs/alloc.h"
 #include "csdfs/format.h"
 
@@ -780,10 +780,4 @@ static Suite *alloc_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	int failed;
-
-	failed = check_run(alloc_suite());
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FIXTURE_MAIN(alloc_suite, FIXTURE_NO_TMP)

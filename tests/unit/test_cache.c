@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_run.h"
+#include "fixture.h"
 #include "csdfs/cache.h"
 #include "csdfs/pool.h"
 
@@ -203,11 +203,10 @@ START_TEST(test_pool)
 }
 END_TEST
 
-int main(void)
+static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
 	TCase *tc = tcase_create("core");
-	int failed;
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_hit_miss);
@@ -216,6 +215,7 @@ int main(void)
 	tcase_add_test(tc, test_disabled);
 	tcase_add_test(tc, test_pool);
 	suite_add_tcase(s, tc);
-	failed = check_run(s);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return s;
 }
+
+FIXTURE_MAIN(cache_suite, FIXTURE_NO_TMP)

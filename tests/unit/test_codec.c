@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check_run.h"
+#include "fixture.h"
 #include "csdfs/codec.h"
 
 /* ---- deterministic data -------------------------------------------------- */
@@ -798,10 +798,4 @@ static Suite *codec_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	int failed;
-
-	failed = check_run(codec_suite());
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FIXTURE_MAIN(codec_suite, FIXTURE_NO_TMP)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_run.h"
+#include "fixture.h"
 #include "csdfs/csum.h"
 #include "csum_internal.h"
 
@@ -206,6 +206,8 @@ static Suite *csum_suite(void)
 	Suite *s = suite_create("csum");
 	TCase *tc = tcase_create("crc32c");
 
+	if (!csdfs_crc32c_hw_usable())
+		fprintf(stderr, "test_csum: no SSE4.2, hw path not compared\n");
 	/* Generous: valgrind runs this too. */
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_check_value);
@@ -220,12 +222,4 @@ static Suite *csum_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	int failed;
-
-	if (!csdfs_crc32c_hw_usable())
-		fprintf(stderr, "test_csum: no SSE4.2, hw path not compared\n");
-	failed = check_run(csum_suite());
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FIXTURE_MAIN(csum_suite, FIXTURE_NO_TMP)

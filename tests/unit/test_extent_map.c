@@ -18,7 +18,6 @@
 #include <check.h>
 #include <endian.h>
 #include <errno.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,26 +25,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "csdfs/csdfs.h"
 #include "csdfs/log.h"
 #include "csdfs/meta.h"
+#include "fixture.h"
 #include "vol.h"
 
 #define BS ((uint64_t)CSDFS_BLOCK_SIZE)
-#define CS 16384u
+#define CS FIXTURE_CHUNK_SIZE
 #define FILE_CHUNKS 16u
-
-static char base_dir[] = "/tmp/csdfs-test-extent-XXXXXX";
-
-static int rm_cb(const char *path, const struct stat *st, int flag,
-		 struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 /* ---- volume helpers ------------------------------------------------------ */
 
@@ -57,12 +45,7 @@ struct fixture {
 
 static void vol_open(struct fixture *fx)
 {
-	struct csdfs_mount_opts mo = { .no_commit_thread = true };
-	char err[512] = "";
-	int rc;
-
-	rc = csdfs_vol_open(fx->path, &mo, &fx->vol, err, sizeof(err));
-	ck_assert_msg(rc == 0, "open '%s': %d %s", fx->path, rc, err);
+	fx->vol = fixture_vol_open(fx->path, NULL);
 	fx->data_blocks = fx->vol->sb.total_blocks - CSDFS_FIRST_DATA_BLOCK;
 }
 
@@ -91,18 +74,8 @@ static void cycle(struct fixture *fx)
 
 static void setup_vol(struct fixture *fx, const char *name)
 {
-	struct csdfs_mkfs_opts o = {
-		.size = 64ull << 20,
-		.multiplier = 2.0,
-		.codec = { CSDFS_CODEC_ZSTD, 1 },
-		.chunk_size = CS,
-	};
-	char err[512] = "";
-	int rc;
-
-	snprintf(fx->path, sizeof(fx->path), "%s/%s", base_dir, name);
-	rc = csdfs_vol_create(fx->path, &o, err, sizeof(err));
-	ck_assert_msg(rc == 0, "create: %d %s", rc, err);
+	fixture_path(fx->path, sizeof(fx->path), name);
+	fixture_vol_create(fx->path, NULL);
 	vol_open(fx);
 }
 
@@ -1070,7 +1043,7 @@ START_TEST(test_fsck_operational)
 	char p[600];
 
 	/* No volume there: an operational error, not "clean". */
-	snprintf(p, sizeof(p), "%s/does-not-exist", base_dir);
+	fixture_path(p, sizeof(p), "does-not-exist");
 	ck_assert_int_eq(csdfs_fsck(p, &o), 8);
 }
 END_TEST
@@ -1081,6 +1054,9 @@ static Suite *extent_suite(void)
 	TCase *charge = tcase_create("charge");
 	TCase *map_tc = tcase_create("map");
 	TCase *fsck = tcase_create("fsck");
+
+	/* fsck reports every problem at LOG_ERR; keep the log to those. */
+	csdfs_log_set_level(LOG_ERR);
 
 	tcase_set_timeout(charge, 120);
 	tcase_add_test(charge, test_two_chunks_one_block);
@@ -1105,17 +1081,4 @@ static Suite *extent_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	int failed;
-
-	if (!mkdtemp(base_dir)) {
-		perror("mkdtemp");
-		return EXIT_FAILURE;
-	}
-	/* fsck reports every problem at LOG_ERR; keep the log to those. */
-	csdfs_log_set_level(LOG_ERR);
-	failed = check_run(extent_suite());
-	nftw(base_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FIXTURE_MAIN(extent_suite, FIXTURE_TMP)

@@ -24,8 +24,9 @@
  * so commits (and their failures) also happen behind the workload's back;
  * that needs a thread-safe fault wrapper (test_fault_seam_threads).
  *
- * Every run starts from a copy of one freshly made volume; volumes live
- * under $CSDFS_TEST_TMPDIR, else /dev/shm, else /tmp.
+ * Every run starts from a copy of one freshly made volume; volumes live in
+ * the fixture's temp directory (fixture.h: $CSDFS_TEST_TMPDIR, else
+ * /dev/shm, else /tmp), which goes away at exit or a meson timeout.
  */
 #include <check.h>
 #include <errno.h>
@@ -44,12 +45,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "csdfs/csdfs.h"
 #include "csdfs/io.h"
 #include "csdfs/log.h"
+#include "fixture.h"
 
-#define VOL_SIZE (64ull << 20)
+#define VOL_SIZE FIXTURE_VOL_SIZE
 #define FAULT_RUN_SECONDS 30
 #define MAX_PROBLEMS_SHOWN 40
 
@@ -537,101 +538,6 @@ static void check_files(struct run *r, struct csdfs_vol *vol, bool session)
 
 /* ---- one run ------------------------------------------------------------- */
 
-static char tmpbase[1024];
-
-/*
- * The scratch directory belongs to the parent process (main), which removes
- * it at exit and on SIGTERM/SIGINT/SIGHUP (a meson timeout), whatever a
- * forked test did; the tests remove their volumes as they go. Everything in
- * it has a fixed name, so the paths to remove are computed once and the
- * signal handler only calls unlink and rmdir.
- */
-#define NSCRATCH 24
-static char scratch[NSCRATCH][1200];
-static size_t nscratch;
-
-static void scratch_add(const char *fmt, const char *a)
-{
-	if (nscratch == NSCRATCH) {
-		fprintf(stderr, "test_faults: more than %d scratch paths\n", NSCRATCH);
-		exit(EXIT_FAILURE);
-	}
-	snprintf(scratch[nscratch++], sizeof(scratch[0]), fmt, tmpbase, a);
-}
-
-static void make_tmpbase(void)
-{
-	static const char *const vols[] = { "vol", "template", "template.mkfs" };
-	const char *base = getenv("CSDFS_TEST_TMPDIR");
-	struct stat st;
-
-	if (!base)
-		base = !stat("/dev/shm", &st) && S_ISDIR(st.st_mode) &&
-		       !access("/dev/shm", W_OK) ? "/dev/shm" : "/tmp";
-	snprintf(tmpbase, sizeof(tmpbase), "%s/csdfs-test-faults.XXXXXX", base);
-	if (!mkdtemp(tmpbase)) {
-		fprintf(stderr, "test_faults: cannot create '%s': %s\n", tmpbase,
-			strerror(errno));
-		exit(EXIT_FAILURE);
-	}
-	for (size_t i = 0; i < sizeof(vols) / sizeof(vols[0]); i++) {
-		scratch_add("%s/%s/container", vols[i]);
-		scratch_add("%s/%s/meta/data.mdb", vols[i]);
-		scratch_add("%s/%s/meta/lock.mdb", vols[i]);
-		scratch_add("%s/%s/meta/synced", vols[i]);
-		scratch_add("%s/%s/meta", vols[i]);
-		scratch_add("%s/%s", vols[i]);
-	}
-	scratch_add("%s/%s", "direct");
-	scratch_add("%s%s", "");
-}
-
-static pid_t scratch_owner;
-
-/* At exit: only the parent; forked tests exit through here too. */
-static void rm_scratch(void)
-{
-	if (getpid() != scratch_owner)
-		return;
-	for (size_t i = 0; i < nscratch; i++)
-		if (unlink(scratch[i]))
-			rmdir(scratch[i]);
-}
-
-static void on_term(int sig)
-{
-	for (size_t i = 0; i < nscratch; i++)
-		if (unlink(scratch[i]))
-			rmdir(scratch[i]);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-/* A test's volumes (the scratch directory itself stays for the next). */
-static void rm_work(void)
-{
-	for (size_t i = 0; i + 1 < nscratch; i++)
-		if (unlink(scratch[i]))
-			rmdir(scratch[i]);
-}
-
-static void rm_volume(const char *vol)
-{
-	char p[1300];
-
-	snprintf(p, sizeof(p), "%s/container", vol);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/meta/data.mdb", vol);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/meta/lock.mdb", vol);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/meta/synced", vol);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/meta", vol);
-	rmdir(p);
-	rmdir(vol);
-}
-
 static int install_fault(struct csdfs_io *io, void *arg)
 {
 	return csdfs_io_fault_install(io, arg);
@@ -695,22 +601,16 @@ static void clone_volume(const char *from, const char *to)
 
 static void fresh_volume(const char *vpath)
 {
-	struct csdfs_mkfs_opts mk = {
-		.size = VOL_SIZE, .multiplier = 2.0,
-		.codec = { CSDFS_CODEC_ZSTD, 1 }, .chunk_size = 16384,
-	};
-	char tpath[1100], mpath[1100], msg[512];
+	char tpath[1100], mpath[1100];
 	struct stat st;
 
-	snprintf(tpath, sizeof(tpath), "%s/template", tmpbase);
+	fixture_path(tpath, sizeof(tpath), "template");
 	if (stat(tpath, &st)) {
 		/* Kept sparse too: a test killed midway leaves little behind. */
-		snprintf(mpath, sizeof(mpath), "%s/template.mkfs", tmpbase);
-		msg[0] = '\0';
-		ck_assert_msg(csdfs_vol_create(mpath, &mk, msg, sizeof(msg)) == 0,
-			      "csdfs_vol_create: %s", msg);
+		fixture_path(mpath, sizeof(mpath), "template.mkfs");
+		fixture_vol_create(mpath, NULL);
 		clone_volume(mpath, tpath);
-		rm_volume(mpath);
+		fixture_rm(mpath);
 	}
 	clone_volume(tpath, vpath);
 }
@@ -752,8 +652,8 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 	snprintf(hang_msg, sizeof(hang_msg),
 		 "test_faults: %s: no return within %d s (hang)\n", tag, FAULT_RUN_SECONDS);
 
-	snprintf(vpath, sizeof(vpath), "%s/vol", tmpbase);
-	rm_volume(vpath);
+	fixture_path(vpath, sizeof(vpath), "vol");
+	fixture_rm(vpath);
 	csdfs_log_set_level(LOG_ERR);
 	fresh_volume(vpath);
 
@@ -840,7 +740,7 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 	}
 	alarm(0);
 	model_free(&r);
-	rm_volume(vpath);
+	fixture_rm(vpath);
 	return r.problems;
 }
 
@@ -865,7 +765,7 @@ START_TEST(test_no_fault)
 	unsigned long long c = count_calls(false);
 
 	fprintf(stderr, "test_faults: the workload makes %llu container I/O calls\n", c);
-	rm_work();
+	fixture_clear();
 }
 END_TEST
 
@@ -908,7 +808,7 @@ START_TEST(test_fault_sweep)
 		"(%u problems)\n",
 		err == EIO ? "EIO" : "ENOSPC", sticky ? "sticky" : "once",
 		thread ? " commit-thread" : "", c + 1, open_failed, close_failed, ops_failed, other_errnos, bad_runs, total_problems);
-	rm_work();
+	fixture_clear();
 	ck_assert_msg(total_problems == 0, "%u problems in %u of %llu runs; first: %s",
 		      total_problems, bad_runs, c + 1, first_total_problem);
 }
@@ -1052,7 +952,7 @@ START_TEST(test_posix_direct_reads)
 
 	ck_assert_ptr_nonnull(ref);
 	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, len + 4096), 0);
-	snprintf(path, sizeof(path), "%s/direct", tmpbase);
+	fixture_path(path, sizeof(path), "direct");
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
@@ -1108,16 +1008,4 @@ static Suite *faults_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	int failed;
-
-	make_tmpbase();
-	scratch_owner = getpid();
-	atexit(rm_scratch);
-	signal(SIGTERM, on_term);
-	signal(SIGINT, on_term);
-	signal(SIGHUP, on_term);
-	failed = check_run(faults_suite());
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FIXTURE_MAIN(faults_suite, FIXTURE_SHM)

@@ -9,15 +9,14 @@
  * garbage data.mdb, a valid LMDB environment that is not ours), and the
  * big-endian key helpers.
  *
- * Every test works in its own directory under one mkdtemp() base that the
- * parent process (main) creates and removes after all the forked tests
- * ran, so a failing test leaves nothing behind in /tmp.
+ * Every test works in its own directory under the fixture's temp directory
+ * (fixture.h), which the parent process removes, so a failing test leaves
+ * nothing behind in /tmp.
  */
 #include <check.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,43 +29,12 @@
 /* Only to build foreign environments csdfs must refuse. */
 #include <lmdb.h>
 
-#include "check_run.h"
+#include "fixture.h"
 #include "sync_fault.h"
 #include "csdfs/csum.h"
 #include "csdfs/meta.h"
 
 #define MAPSIZE (64ull << 20)
-
-static char base_dir[] = "/tmp/csdfs-test-meta-XXXXXX";
-
-static int rm_cb(const char *path, const struct stat *st, int flag,
-		 struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void base_setup(void)
-{
-	if (!mkdtemp(base_dir)) {
-		perror("mkdtemp");
-		exit(EXIT_FAILURE);
-	}
-}
-
-static void base_teardown(void)
-{
-	nftw(base_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* A fresh, empty directory for one test. */
-static void test_dir(char *out, size_t len, const char *name)
-{
-	snprintf(out, len, "%s/%s", base_dir, name);
-	ck_assert_int_eq(mkdir(out, 0700), 0);
-}
 
 static void key64(uint8_t k[8], uint64_t v)
 {
@@ -113,7 +81,7 @@ START_TEST(test_open_missing)
 	char dir[512], nodir[600];
 	struct csdfs_meta *m = NULL;
 
-	test_dir(dir, sizeof(dir), "missing");
+	fixture_dir(dir, sizeof(dir), "missing");
 	/* An empty directory holds no environment. */
 	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), -ENOENT);
 	ck_assert_ptr_null(m);
@@ -141,7 +109,7 @@ START_TEST(test_put_get_del)
 	uint8_t k[8];
 	uint8_t big[16384];
 
-	test_dir(dir, sizeof(dir), "putget");
+	fixture_dir(dir, sizeof(dir), "putget");
 	m = open_new(dir);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 
@@ -200,7 +168,7 @@ START_TEST(test_bad_keys)
 	struct csdfs_txn *t;
 	struct csdfs_val v;
 
-	test_dir(dir, sizeof(dir), "badkeys");
+	fixture_dir(dir, sizeof(dir), "badkeys");
 	m = open_new(dir);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 	memset(key, 'k', sizeof(key));
@@ -231,7 +199,7 @@ START_TEST(test_map_full)
 	uint8_t k[8];
 	int rc = 0, i;
 
-	test_dir(dir, sizeof(dir), "mapfull");
+	fixture_dir(dir, sizeof(dir), "mapfull");
 	ck_assert_int_eq(csdfs_meta_open(dir, true, 1u << 20, &m), 0);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 	put_str(t, CSDFS_DB_META, "keep", 4, "me");
@@ -262,7 +230,7 @@ START_TEST(test_nested_abort_and_commit)
 	struct csdfs_meta *m;
 	struct csdfs_txn *p, *c, *gc;
 
-	test_dir(dir, sizeof(dir), "nested");
+	fixture_dir(dir, sizeof(dir), "nested");
 	m = open_new(dir);
 
 	/* Committed base state. */
@@ -338,7 +306,7 @@ START_TEST(test_persist_reopen)
 	struct csdfs_txn *t;
 	uint8_t k[8];
 
-	test_dir(dir, sizeof(dir), "persist");
+	fixture_dir(dir, sizeof(dir), "persist");
 	m = open_new(dir);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 	for (int db = 0; db < CSDFS_DB_COUNT; db++) {
@@ -392,7 +360,7 @@ START_TEST(test_cursor_semantics)
 	struct csdfs_val k, v;
 	uint8_t key[8];
 
-	test_dir(dir, sizeof(dir), "cursor");
+	fixture_dir(dir, sizeof(dir), "cursor");
 	m = open_new(dir);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 
@@ -487,7 +455,7 @@ START_TEST(test_cursor_numeric_order)
 	uint8_t key[8];
 	int rc;
 
-	test_dir(dir, sizeof(dir), "order");
+	fixture_dir(dir, sizeof(dir), "order");
 	m = open_new(dir);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 	/* Insert in reverse: iteration must still be numeric. */
@@ -523,7 +491,7 @@ START_TEST(test_cursor_del_many)
 	uint64_t want = 0, count = 0;
 	int rc;
 
-	test_dir(dir, sizeof(dir), "delmany");
+	fixture_dir(dir, sizeof(dir), "delmany");
 	m = open_new(dir);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 	memset(val, 'v', sizeof(val));
@@ -602,7 +570,7 @@ START_TEST(test_garbage_env)
 		int rc;
 
 		snprintf(name, sizeof(name), "garbage%zu", sizes[i]);
-		test_dir(dir, sizeof(dir), name);
+		fixture_dir(dir, sizeof(dir), name);
 		snprintf(f, sizeof(f), "%s/data.mdb", dir);
 		write_file(f, junk, sizes[i]);
 		rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
@@ -626,7 +594,7 @@ START_TEST(test_empty_data_file)
 
 	/* A zero-length data.mdb (a crash during creation) is not a csdfs
 	 * environment: refuse it rather than silently start a new one. */
-	test_dir(dir, sizeof(dir), "empty");
+	fixture_dir(dir, sizeof(dir), "empty");
 	snprintf(f, sizeof(f), "%s/data.mdb", dir);
 	write_file(f, "", 0);
 	rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
@@ -695,7 +663,7 @@ START_TEST(test_foreign_env)
 		struct csdfs_meta *m = NULL;
 		int rc;
 
-		test_dir(dir, sizeof(dir), cases[i].name);
+		fixture_dir(dir, sizeof(dir), cases[i].name);
 		make_foreign(dir, cases[i].fill);
 		rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
 		ck_assert_msg(rc == -EUCLEAN, "%s env: open gave %d (%s), want -EUCLEAN",
@@ -781,7 +749,7 @@ static uint64_t env_one_unsynced(const char *name, char *dir, size_t len)
 	struct csdfs_meta *m;
 	uint64_t id;
 
-	test_dir(dir, len, name);
+	fixture_dir(dir, len, name);
 	m = open_new(dir);
 	commit_k(m, "durable");
 	id = last_txnid(dir);
@@ -867,7 +835,7 @@ START_TEST(test_companion_gates_record)
 	char dir[512];
 	struct csdfs_meta *m;
 
-	test_dir(dir, sizeof(dir), "companion");
+	fixture_dir(dir, sizeof(dir), "companion");
 	m = open_new(dir);
 	csdfs_meta_set_companion(m, companion, NULL);
 	commit_k(m, "one");
@@ -910,7 +878,7 @@ START_TEST(test_nested_commit_beside_sync)
 	pthread_t t;
 	void *ret;
 
-	test_dir(dir, sizeof(dir), "beside");
+	fixture_dir(dir, sizeof(dir), "beside");
 	m = open_new(dir);
 	csdfs_meta_set_companion(m, companion, NULL);
 	commit_k_unsynced(m, "one");
@@ -947,7 +915,7 @@ START_TEST(test_commit_syncs_previous)
 	char dir[512];
 	struct csdfs_meta *m;
 
-	test_dir(dir, sizeof(dir), "twoahead");
+	fixture_dir(dir, sizeof(dir), "twoahead");
 	m = open_new(dir);
 	commit_k_unsynced(m, "first");
 	commit_k_unsynced(m, "second");
@@ -966,7 +934,7 @@ START_TEST(test_torn_record)
 	uint64_t id;
 	int fd;
 
-	test_dir(dir, sizeof(dir), "torn");
+	fixture_dir(dir, sizeof(dir), "torn");
 	m = open_new(dir);
 	commit_k(m, "one");
 	commit_k(m, "two");
@@ -992,7 +960,7 @@ START_TEST(test_record_mismatch)
 	uint64_t id;
 	struct stat st;
 
-	test_dir(dir, sizeof(dir), "mismatch");
+	fixture_dir(dir, sizeof(dir), "mismatch");
 	m = open_new(dir);
 	commit_k(m, "one");
 	commit_k(m, "two");
@@ -1028,7 +996,7 @@ START_TEST(test_open_matching_record_writes_nothing)
 	struct stat st;
 	uint64_t id;
 
-	test_dir(dir, sizeof(dir), "quietopen");
+	fixture_dir(dir, sizeof(dir), "quietopen");
 	m = open_new(dir);
 	commit_k(m, "one");
 	csdfs_meta_close(m);
@@ -1131,12 +1099,4 @@ static Suite *meta_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	int failed;
-
-	base_setup();
-	failed = check_run(meta_suite());
-	base_teardown();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FIXTURE_MAIN(meta_suite, FIXTURE_TMP)

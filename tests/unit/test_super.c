@@ -23,9 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "csdfs/csum.h"
 #include "csdfs/format.h"
+#include "fixture.h"
 #include "vol.h"      /* and csdfs/io.h, for the fault seam */
 
 /* ---- an in-memory container ---------------------------------------------- */
@@ -416,54 +416,6 @@ END_TEST
 
 /* ---- a real volume ------------------------------------------------------- */
 
-static char tmpdir[1024];
-
-static void make_tmpdir(void)
-{
-	const char *base = getenv("CSDFS_TEST_TMPDIR");
-	struct stat st;
-
-	if (!base)
-		base = !stat("/dev/shm", &st) && S_ISDIR(st.st_mode) &&
-		       !access("/dev/shm", W_OK) ? "/dev/shm" : "/tmp";
-	snprintf(tmpdir, sizeof(tmpdir), "%s/csdfs-test-super.XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		fprintf(stderr, "test_super: cannot create '%s': %s\n", tmpdir,
-			strerror(errno));
-		exit(EXIT_FAILURE);
-	}
-}
-
-static void rm_volume(const char *vol)
-{
-	char p[1300];
-
-	snprintf(p, sizeof(p), "%s/container", vol);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/meta/data.mdb", vol);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/meta/lock.mdb", vol);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/meta/synced", vol);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/meta", vol);
-	rmdir(p);
-	rmdir(vol);
-}
-
-/* Unchecked fixture: runs in the parent, so the 64 MiB volume goes away
- * even when the test child failed halfway. */
-static void rm_tmpdir(void)
-{
-	char vpath[1100];
-
-	snprintf(vpath, sizeof(vpath), "%s/vol", tmpdir);
-	rm_volume(vpath);
-	snprintf(vpath, sizeof(vpath), "%s/vol2", tmpdir);
-	rm_volume(vpath);
-	rmdir(tmpdir);
-}
-
 static void file_pwrite(const char *path, const void *buf, size_t len, off_t off)
 {
 	int fd = open(path, O_WRONLY);
@@ -487,19 +439,18 @@ static int install_fault(struct csdfs_io *io, void *arg)
 	return csdfs_io_fault_install(io, arg);
 }
 
-/* mkfs a 64 MiB volume at tmpdir/@name; its path and its container's. */
+/* mkfs a 64 MiB volume (zstd level 3) at @name in the fixture's
+ * directory; its path and its container's. */
 static void make_test_volume(const char *name, char *vpath, size_t vlen,
 			     char *cpath, size_t clen)
 {
-	struct csdfs_mkfs_opts mk = {
-		.size = 64ull << 20, .multiplier = 2.0,
-		.codec = { CSDFS_CODEC_ZSTD, 3 }, .chunk_size = 16384,
-	};
-	char err[512] = "";
+	struct csdfs_mkfs_opts mk;
 
-	snprintf(vpath, vlen, "%s/%s", tmpdir, name);
+	fixture_mkfs_opts(&mk);
+	mk.codec.level = 3;
+	fixture_path(vpath, vlen, name);
 	snprintf(cpath, clen, "%s/container", vpath);
-	ck_assert_msg(csdfs_vol_create(vpath, &mk, err, sizeof(err)) == 0, "mkfs: %s", err);
+	fixture_vol_create(vpath, &mk);
 }
 
 /* csdfs_vol_open refuses a damaged container with the parser's errno and
@@ -613,7 +564,7 @@ START_TEST(test_synced_feature)
 	ck_assert_uint_eq(now.csum, htole32(csdfs_crc32c(0, &now,
 				offsetof(struct csdfs_super_disk, csum))));
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
-	rm_volume(vpath);
+	fixture_rm(vpath);
 }
 END_TEST
 
@@ -635,17 +586,10 @@ static Suite *super_suite(void)
 	suite_add_tcase(s, bad);
 
 	tcase_set_timeout(vol, 120);
-	tcase_add_unchecked_fixture(vol, make_tmpdir, rm_tmpdir);
 	tcase_add_test(vol, test_vol_open_refuses);
 	tcase_add_test(vol, test_synced_feature);
 	suite_add_tcase(s, vol);
 	return s;
 }
 
-int main(void)
-{
-	int failed;
-
-	failed = check_run(super_suite());
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FIXTURE_MAIN(super_suite, FIXTURE_SHM)

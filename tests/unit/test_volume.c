@@ -13,13 +13,12 @@
  * commit thread runs, and hostile metadata. Every state-changing test ends
  * with csdfs_fsck clean, stored data verified too (STYLE habit 11).
  *
- * Each test gets a fresh 64 MiB volume in one mkdtemp() base directory that
- * main() removes after all forked tests ran.
+ * Each test gets a fresh 64 MiB volume in the fixture's temp directory
+ * (fixture.h), which the parent process removes after all forked tests ran.
  */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <linux/falloc.h>
 #include <pthread.h>
@@ -32,27 +31,16 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "check_run.h"
-#include "sync_fault.h"
 #include "csdfs/csdfs.h"
 #include "csdfs/io.h"
 #include "csdfs/log.h"
 #include "csdfs/meta.h"
+#include "fixture.h"
+#include "sync_fault.h"
 
 #define ROOT CSDFS_ROOT_INO
-#define VOL_SIZE (64ull << 20)
-#define CS 16384u
-
-static char base_dir[] = "/tmp/csdfs-test-volume-XXXXXX";
-
-static int rm_cb(const char *path, const struct stat *st, int flag,
-		 struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
+#define VOL_SIZE FIXTURE_VOL_SIZE
+#define CS FIXTURE_CHUNK_SIZE
 
 /* ---- deterministic data -------------------------------------------------- */
 
@@ -91,44 +79,6 @@ static void fill(enum kind k, char *p, size_t len)
 
 static const struct csdfs_cred cred0 = { 1000, 1000 };
 
-static void vol_path(char *out, size_t len, const char *name)
-{
-	snprintf(out, len, "%s/%s", base_dir, name);
-}
-
-static void mkvol_opts(struct csdfs_mkfs_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->size = VOL_SIZE;
-	o->multiplier = 2.0;
-	o->codec.id = CSDFS_CODEC_ZSTD;
-	o->codec.level = 1;
-	o->chunk_size = CS;
-}
-
-static void mkvol(const char *path)
-{
-	struct csdfs_mkfs_opts o;
-	char err[512] = "";
-	int rc;
-
-	mkvol_opts(&o);
-	rc = csdfs_vol_create(path, &o, err, sizeof(err));
-	ck_assert_msg(rc == 0, "create '%s': %d %s", path, rc, err);
-}
-
-static struct csdfs_vol *openvol(const char *path)
-{
-	struct csdfs_mount_opts mo = { .no_commit_thread = true };
-	struct csdfs_vol *vol = NULL;
-	char err[512] = "";
-	int rc;
-
-	rc = csdfs_vol_open(path, &mo, &vol, err, sizeof(err));
-	ck_assert_msg(rc == 0, "open '%s': %d %s", path, rc, err);
-	return vol;
-}
-
 /* For tests where durability is not under test: skip the container's
  * fdatasync so group commits stay cheap (LMDB still syncs its own file). */
 static struct csdfs_io_ops nosync_ops;
@@ -150,23 +100,10 @@ static int nosync_hook(struct csdfs_io *io, void *arg)
 
 static struct csdfs_vol *newvol_fast(char *path, size_t len, const char *name)
 {
-	struct csdfs_mount_opts mo = { .no_commit_thread = true, .io_hook = nosync_hook };
-	struct csdfs_vol *vol = NULL;
-	char err[512] = "";
-	int rc;
+	static const struct csdfs_mount_opts mo = { .no_commit_thread = true,
+						    .io_hook = nosync_hook };
 
-	vol_path(path, len, name);
-	mkvol(path);
-	rc = csdfs_vol_open(path, &mo, &vol, err, sizeof(err));
-	ck_assert_msg(rc == 0, "open '%s': %d %s", path, rc, err);
-	return vol;
-}
-
-static struct csdfs_vol *newvol(char *path, size_t len, const char *name)
-{
-	vol_path(path, len, name);
-	mkvol(path);
-	return openvol(path);
+	return fixture_vol_new(path, len, name, &mo);
 }
 
 static void fsck_clean(const char *path)
@@ -322,14 +259,14 @@ START_TEST(test_create_bad_input)
 	struct stat st;
 	int fd;
 
-	vol_path(path, sizeof(path), "create");
-	mkvol_opts(&o);
+	fixture_path(path, sizeof(path), "create");
+	fixture_mkfs_opts(&o);
 	o.size = (64ull << 20) - 4096;
 	expect_create_fails(path, &o, -EINVAL, "size too small");
-	mkvol_opts(&o);
+	fixture_mkfs_opts(&o);
 	o.size = 0;
 	expect_create_fails(path, &o, -EINVAL, "size zero");
-	mkvol_opts(&o);
+	fixture_mkfs_opts(&o);
 	o.chunk_size = 3000;
 	expect_create_fails(path, &o, -EINVAL, "chunk 3000");
 	o.chunk_size = 2048;
@@ -338,22 +275,22 @@ START_TEST(test_create_bad_input)
 	expect_create_fails(path, &o, -EINVAL, "chunk 256K");
 	o.chunk_size = 24 * 1024;
 	expect_create_fails(path, &o, -EINVAL, "chunk 24K");
-	mkvol_opts(&o);
+	fixture_mkfs_opts(&o);
 	o.multiplier = 0.5;
 	expect_create_fails(path, &o, -EINVAL, "multiplier 0.5");
 	o.multiplier = 17;
 	expect_create_fails(path, &o, -EINVAL, "multiplier 17");
-	mkvol_opts(&o);
+	fixture_mkfs_opts(&o);
 	o.logical_size = o.size / 2;
 	expect_create_fails(path, &o, -EINVAL, "logical below physical");
-	mkvol_opts(&o);
+	fixture_mkfs_opts(&o);
 	o.codec.id = 9;
 	expect_create_fails(path, &o, -EINVAL, "codec 9");
 	/* Refused options changed nothing: no directory was made. */
 	ck_assert_int_ne(stat(path, &st), 0);
 
 	/* A good volume, private to its owner (G7). */
-	mkvol(path);
+	fixture_vol_create(path, NULL);
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 0777, 0700);
 	snprintf(f, sizeof(f), "%s/container", path);
@@ -367,7 +304,7 @@ START_TEST(test_create_bad_input)
 	ck_assert_uint_eq(st.st_mode & 0777, 0600);
 
 	/* Existing volume without force: -EEXIST naming the path. */
-	mkvol_opts(&o);
+	fixture_mkfs_opts(&o);
 	expect_create_fails(path, &o, -EEXIST, "existing volume");
 	snprintf(err, sizeof(err), "x");
 	csdfs_vol_create(path, &o, err, sizeof(err));
@@ -375,7 +312,7 @@ START_TEST(test_create_bad_input)
 
 	/* With force it is recreated, empty. */
 	{
-		struct csdfs_vol *vol = openvol(path);
+		struct csdfs_vol *vol = fixture_vol_open(path, NULL);
 
 		mkfile(vol, ROOT, "old");
 		ck_assert_int_eq(csdfs_vol_close(vol), 0);
@@ -383,7 +320,7 @@ START_TEST(test_create_bad_input)
 	o.force = true;
 	ck_assert_int_eq(csdfs_vol_create(path, &o, err, sizeof(err)), 0);
 	{
-		struct csdfs_vol *vol = openvol(path);
+		struct csdfs_vol *vol = fixture_vol_open(path, NULL);
 		struct stat s2;
 
 		ck_assert_int_eq(csdfs_fs_lookup(vol, ROOT, "old", &s2), -ENOENT);
@@ -393,13 +330,13 @@ START_TEST(test_create_bad_input)
 	}
 
 	/* A non-empty directory that is not a volume, and a regular file. */
-	vol_path(path, sizeof(path), "notempty");
+	fixture_path(path, sizeof(path), "notempty");
 	ck_assert_int_eq(mkdir(path, 0755), 0);
 	snprintf(f, sizeof(f), "%s/precious", path);
 	fd = open(f, O_WRONLY | O_CREAT, 0644);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	mkvol_opts(&o);
+	fixture_mkfs_opts(&o);
 	expect_create_fails(path, &o, -EEXIST, "non-empty directory");
 	o.force = true;
 	expect_create_fails(path, &o, -EEXIST, "non-empty directory, force");
@@ -407,9 +344,9 @@ START_TEST(test_create_bad_input)
 	expect_create_fails(f, &o, -EEXIST, "regular file");
 
 	/* An existing empty directory is fine. */
-	vol_path(path, sizeof(path), "emptydir");
+	fixture_path(path, sizeof(path), "emptydir");
 	ck_assert_int_eq(mkdir(path, 0755), 0);
-	mkvol(path);
+	fixture_vol_create(path, NULL);
 	fsck_clean(path);
 }
 END_TEST
@@ -464,11 +401,11 @@ START_TEST(test_open_bad)
 	uint8_t b;
 	int fd;
 
-	vol_path(path, sizeof(path), "missing");
+	fixture_path(path, sizeof(path), "missing");
 	expect_open_fails(path, -ENOENT, "missing path");
 
 	/* An empty directory: no container, not a volume. */
-	vol_path(path, sizeof(path), "empty");
+	fixture_path(path, sizeof(path), "empty");
 	ck_assert_int_eq(mkdir(path, 0700), 0);
 	{
 		struct csdfs_vol *v = NULL;
@@ -486,8 +423,8 @@ START_TEST(test_open_bad)
 	expect_open_fails(f, -EUCLEAN, "regular file");
 
 	/* A foreign container: garbage bytes. */
-	vol_path(path, sizeof(path), "foreign");
-	mkvol(path);
+	fixture_path(path, sizeof(path), "foreign");
+	fixture_vol_create(path, NULL);
 	{
 		char junk[8192];
 
@@ -498,8 +435,8 @@ START_TEST(test_open_bad)
 	expect_open_fails(path, -EUCLEAN, "garbage container");
 
 	/* One flipped byte in the superblock (in the uuid). */
-	vol_path(path, sizeof(path), "flipped");
-	mkvol(path);
+	fixture_path(path, sizeof(path), "flipped");
+	fixture_vol_create(path, NULL);
 	b = peek(path, "container", 20) ^ 0x01;
 	poke(path, "container", 20, &b, 1);
 	expect_open_fails(path, -EUCLEAN, "flipped superblock byte");
@@ -510,8 +447,8 @@ START_TEST(test_open_bad)
 	fsck_clean(path);
 
 	/* A newer format version. */
-	vol_path(path, sizeof(path), "newer");
-	mkvol(path);
+	fixture_path(path, sizeof(path), "newer");
+	fixture_vol_create(path, NULL);
 	{
 		uint8_t v99[4] = { 99, 0, 0, 0 };
 
@@ -520,8 +457,8 @@ START_TEST(test_open_bad)
 	expect_open_fails(path, -EPROTONOSUPPORT, "version 99");
 
 	/* A truncated container. */
-	vol_path(path, sizeof(path), "truncated");
-	mkvol(path);
+	fixture_path(path, sizeof(path), "truncated");
+	fixture_vol_create(path, NULL);
 	snprintf(f, sizeof(f), "%s/container", path);
 	ck_assert_int_eq(truncate(f, 8192), 0);
 	expect_open_fails(path, -EUCLEAN, "truncated container");
@@ -531,8 +468,8 @@ START_TEST(test_open_bad)
 	expect_open_fails(path, -EUCLEAN, "empty container");
 
 	/* The metadata environment missing, or garbage. */
-	vol_path(path, sizeof(path), "nometa");
-	mkvol(path);
+	fixture_path(path, sizeof(path), "nometa");
+	fixture_vol_create(path, NULL);
 	snprintf(f, sizeof(f), "%s/meta/data.mdb", path);
 	ck_assert_int_eq(unlink(f), 0);
 	expect_open_fails(path, -ENOENT, "no data.mdb");
@@ -549,10 +486,10 @@ START_TEST(test_open_bad)
 	expect_open_fails(path, -EUCLEAN, "garbage data.mdb");
 
 	/* Metadata of another volume (uuid mismatch). */
-	vol_path(path, sizeof(path), "swap-a");
-	vol_path(p2, sizeof(p2), "swap-b");
-	mkvol(path);
-	mkvol(p2);
+	fixture_path(path, sizeof(path), "swap-a");
+	fixture_path(p2, sizeof(p2), "swap-b");
+	fixture_vol_create(path, NULL);
+	fixture_vol_create(p2, NULL);
 	{
 		char ma[700], mb[700];
 
@@ -563,9 +500,9 @@ START_TEST(test_open_bad)
 	expect_open_fails(path, -EUCLEAN, "metadata of another volume");
 
 	/* Already open: -EBUSY, and the first opener is unaffected. */
-	vol_path(path, sizeof(path), "busy");
-	mkvol(path);
-	vol = openvol(path);
+	fixture_path(path, sizeof(path), "busy");
+	fixture_vol_create(path, NULL);
+	vol = fixture_vol_open(path, NULL);
 	expect_open_fails(path, -EBUSY, "second open");
 	mkfile(vol, ROOT, "still-works");
 	close_fsck(vol, path);
@@ -579,7 +516,7 @@ END_TEST
 START_TEST(test_rw_roundtrip)
 {
 	char path[512];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "rw");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "rw", NULL);
 	char *ref = calloc(REF_MAX, 1), *buf = malloc(REF_MAX);
 	uint64_t ino = mkfile(vol, ROOT, "f"), size = 0;
 	static const struct { uint64_t off; size_t len; enum kind k; } fixed[] = {
@@ -642,7 +579,7 @@ START_TEST(test_rw_roundtrip)
 
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
 	fsck_clean(path);
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	expect_file(vol, ino, ref, size);
 	close_fsck(vol, path);
 	free(ref);
@@ -711,14 +648,14 @@ START_TEST(test_streaming_reads)
 	struct csdfs_io_fault f = { .kinds = CSDFS_IO_PREAD };
 	struct csdfs_mount_opts mo = { .no_commit_thread = true, .io_hook = count_preads,
 				       .io_hook_arg = &f };
-	char path[512], cpath[600], err[512] = "";
+	char path[512], cpath[600];
 	struct csdfs_vol *vol = NULL;
 	char *ref = malloc(len), *buf = NULL;
 	uint64_t ino;
 
-	vol_path(path, sizeof(path), "stream");
-	mkvol(path);
-	ck_assert_int_eq(csdfs_vol_open(path, &mo, &vol, err, sizeof(err)), 0);
+	fixture_path(path, sizeof(path), "stream");
+	fixture_vol_create(path, NULL);
+	vol = fixture_vol_open(path, &mo);
 	ino = mkfile(vol, ROOT, "f");
 	static const struct { uint64_t off; size_t len; unsigned shift; } reads[] = {
 		{ 0, 1u << 20, 0 },            /* aligned buffer, aligned run */
@@ -778,7 +715,7 @@ END_TEST
 START_TEST(test_compression_accounting)
 {
 	char path[512], v[64];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "ratio");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "ratio", NULL);
 	uint64_t half = mkfile(vol, ROOT, "half"), rnd = mkfile(vol, ROOT, "rnd");
 	size_t len = 1u << 20;
 	char *buf = malloc(len);
@@ -833,7 +770,7 @@ END_TEST
 START_TEST(test_sparse_seek)
 {
 	char path[512];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "sparse");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "sparse", NULL);
 	uint64_t ino = mkfile(vol, ROOT, "s"), res;
 	uint64_t far = 10ull << 20, farther = 100ull << 20;
 	char a[4096], b[4096], c[100];
@@ -929,7 +866,7 @@ static void set_size(struct csdfs_vol *vol, uint64_t ino, uint64_t size)
 START_TEST(test_truncate)
 {
 	char path[512];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "trunc");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "trunc", NULL);
 	uint64_t ino = mkfile(vol, ROOT, "t"), phys0 = vol_physical(vol);
 	size_t len = 200000;
 	char *ref = calloc(400000, 1);
@@ -985,7 +922,7 @@ END_TEST
 START_TEST(test_fallocate)
 {
 	char path[512];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "falloc");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "falloc", NULL);
 	uint64_t ino = mkfile(vol, ROOT, "f");
 	size_t len = 65536;
 	char *ref = calloc(300000, 1);
@@ -1071,7 +1008,7 @@ static bool listed(struct csdfs_vol *vol, uint64_t dir, const char *name,
 START_TEST(test_namespace)
 {
 	char path[512], name[300];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "ns");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "ns", NULL);
 	uint64_t d1, d2, f, g, x, sub;
 	struct stat st;
 	char data[100];
@@ -1230,7 +1167,7 @@ START_TEST(test_namespace)
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
 	fsck_clean(path);
 	/* Everything survives a reopen. */
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	ck_assert_uint_eq(lookup(vol, d1, "sub"), f);
 	ck_assert_uint_eq(getattr(vol, f).st_nlink, 2);
 	expect_data(vol, f, data, 0, sizeof(data));
@@ -1244,7 +1181,7 @@ END_TEST
 START_TEST(test_xattrs)
 {
 	char path[512], buf[256], list[1024];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "xattr");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "xattr", NULL);
 	uint64_t f = mkfile(vol, ROOT, "f");
 	int n;
 
@@ -1315,7 +1252,7 @@ START_TEST(test_xattrs)
 	}
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
 	fsck_clean(path);
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	ck_assert_int_eq(csdfs_fs_getxattr(vol, f, "user.empty", buf, sizeof(buf)), 0);
 	ck_assert_int_eq(xget(vol, f, "trusted.t", buf, sizeof(buf)), 1);
 	/* Unlinking the file drops its xattrs with it (fsck checks). */
@@ -1341,7 +1278,7 @@ static void expect_xattr_has(struct csdfs_vol *vol, uint64_t ino, const char *na
 START_TEST(test_policy_recompress)
 {
 	char path[512], buf[64];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "policy");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "policy", NULL);
 	uint64_t d, f, r, g;
 	size_t len = 256u << 10;
 	char *half = malloc(len), *rnd = malloc(65536), *ref = calloc(200000, 1);
@@ -1427,7 +1364,7 @@ START_TEST(test_policy_recompress)
 						   0), -EBUSY);
 		ck_assert_int_eq(csdfs_vol_close(vol), 0);
 		fsck_clean(path);
-		vol = openvol(path);
+		vol = fixture_vol_open(path, NULL);
 		expect_file(vol, g, ref, size);
 	}
 	expect_xattr_has(vol, f, "user.csdfs.policy", "codec=zstd:1 (set)");
@@ -1450,7 +1387,7 @@ END_TEST
 START_TEST(test_statfs)
 {
 	char path[512];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "statfs");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "statfs", NULL);
 	struct statvfs s0, s1, s2;
 	uint64_t f;
 	size_t len = 4u << 20;
@@ -1499,12 +1436,11 @@ START_TEST(test_persist_attrs)
 	uint64_t d, f, l;
 	struct stat in, st, before_f, before_d;
 	char data[50000];
-	char err[512];
 
-	vol_path(path, sizeof(path), "persist");
-	mkvol(path);
+	fixture_path(path, sizeof(path), "persist");
+	fixture_vol_create(path, NULL);
 	/* This one runs with the commit thread, as the daemon does. */
-	ck_assert_int_eq(csdfs_vol_open(path, &mo, &vol, err, sizeof(err)), 0);
+	vol = fixture_vol_open(path, &mo);
 	d = mkdir_(vol, ROOT, "dir");
 	f = mkfile(vol, d, "file");
 	rng_state = 11;
@@ -1540,7 +1476,7 @@ START_TEST(test_persist_attrs)
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
 	fsck_clean(path);
 
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	st = getattr(vol, f);
 	ck_assert_uint_eq(st.st_mode, before_f.st_mode);
 	ck_assert_uint_eq(st.st_uid, 4242);
@@ -1605,7 +1541,7 @@ static void snapshot(const char *path, const char *to)
 START_TEST(test_fsync_durable_without_close)
 {
 	char path[512], copy[600];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "fsync");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "fsync", NULL);
 	uint64_t f = mkfile(vol, ROOT, "f"), g;
 	char data[20000], more[5000];
 	struct stat st;
@@ -1624,7 +1560,7 @@ START_TEST(test_fsync_durable_without_close)
 	snapshot(path, copy);
 	fsck_clean(copy);
 	{
-		struct csdfs_vol *v2 = openvol(copy);
+		struct csdfs_vol *v2 = fixture_vol_open(copy, NULL);
 
 		/* The fsynced data is there, the unsynced write is not (no
 		 * commit ran: no commit thread in these tests). */
@@ -1638,7 +1574,7 @@ START_TEST(test_fsync_durable_without_close)
 	snprintf(copy, sizeof(copy), "%s-crash2", path);
 	snapshot(path, copy);
 	{
-		struct csdfs_vol *v2 = openvol(copy);
+		struct csdfs_vol *v2 = fixture_vol_open(copy, NULL);
 
 		expect_data(v2, f, more, 30000, sizeof(more));
 		expect_data(v2, f, more, 3000, sizeof(more));
@@ -1654,7 +1590,7 @@ END_TEST
 START_TEST(test_forget_unlinked)
 {
 	char path[512];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "forget");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "forget", NULL);
 	uint64_t f, g, phys0 = vol_physical(vol);
 	size_t len = 1u << 20;
 	char *buf = malloc(len);
@@ -1683,7 +1619,7 @@ START_TEST(test_forget_unlinked)
 
 	/* Unlinked while held, then the volume closes without a forget (an
 	 * unmount, or a crash): the orphan is reclaimed, nothing leaks. */
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	g = mkfile(vol, ROOT, "g");
 	wr(vol, g, buf, len, 0);
 	csdfs_fs_ref(vol, g);
@@ -1691,7 +1627,7 @@ START_TEST(test_forget_unlinked)
 	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
 	fsck_clean(path);
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	ck_assert_int_eq(csdfs_fs_getattr(vol, g, &st), -ENOENT);
 	ck_assert_uint_eq(vol_physical(vol), phys0);
 	/* Forgetting an unknown inode is harmless. */
@@ -1705,7 +1641,7 @@ END_TEST
 START_TEST(test_shown_blocks)
 {
 	char path[512];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "shown");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "shown", NULL);
 	size_t len = 256u << 10;
 	char *buf = malloc(len);
 	uint64_t f = mkfile(vol, ROOT, "f");
@@ -1756,7 +1692,7 @@ START_TEST(test_meta_sync_fails)
 	uint64_t f;
 
 	snprintf(name, sizeof(name), "metasync%d", _i);
-	vol = newvol(path, sizeof(path), name);
+	vol = fixture_vol_new(path, sizeof(path), name, NULL);
 	rng_state = 41;
 	fill(K_RANDOM, a, len);
 	fill(K_HALF, b, len);
@@ -1772,7 +1708,7 @@ START_TEST(test_meta_sync_fails)
 	ck_assert_int_eq(csdfs_fs_fsync(vol, f), -EIO);
 	csdfs_vol_close(vol);         /* may fail: the volume failed */
 	fsck_clean(path);
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	ck_assert_int_eq(csdfs_fs_read(vol, f, got, len, 0), (ssize_t)len);
 	ck_assert_msg(!memcmp(got, a, len) || !memcmp(got, b, len),
 		      "after a failed LMDB sync the file is neither the fsynced nor the written data");
@@ -1806,7 +1742,7 @@ static int store_cb(void *arg)
 START_TEST(test_store_if_unchanged)
 {
 	char path[512];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "store");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "store", NULL);
 	size_t len = 64u << 10;
 	char *buf = malloc(len), got[4096];
 	uint64_t f = mkfile(vol, ROOT, "f"), g = mkfile(vol, ROOT, "g");
@@ -2012,7 +1948,7 @@ START_TEST(test_full_churn)
 	ck_assert_uint_gt(ok, 100);
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
 	fsck_clean(path);
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	for (int f = 0; f < CH_FILES; f++)
 		expect_file(vol, ino[f], ref[f], size[f]);
 	close_fsck(vol, path);
@@ -2023,7 +1959,7 @@ END_TEST
 START_TEST(test_logical_limit)
 {
 	struct csdfs_mkfs_opts o;
-	char path[512], err[512], name[32];
+	char path[512], name[32];
 	struct csdfs_mount_opts mo = { .no_commit_thread = true, .io_hook = nosync_hook };
 	struct csdfs_vol *vol;
 	size_t len = 1u << 20;
@@ -2033,11 +1969,11 @@ START_TEST(test_logical_limit)
 	ssize_t n = 0;
 
 	/* Multiplier 1: 64 MiB logical, and 2:1 data that would fit twice. */
-	vol_path(path, sizeof(path), "logical");
-	mkvol_opts(&o);
+	fixture_path(path, sizeof(path), "logical");
+	fixture_mkfs_opts(&o);
 	o.multiplier = 1.0;
-	ck_assert_int_eq(csdfs_vol_create(path, &o, err, sizeof(err)), 0);
-	ck_assert_int_eq(csdfs_vol_open(path, &mo, &vol, err, sizeof(err)), 0);
+	fixture_vol_create(path, &o);
+	vol = fixture_vol_open(path, &mo);
 	rng_state = 61;
 	for (int i = 0; i < 100; i++) {
 		if (i % 16 == 0) {
@@ -2101,7 +2037,7 @@ static uint64_t xnum(struct csdfs_vol *vol, uint64_t ino, const char *name)
 START_TEST(test_rollup)
 {
 	char path[512];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "rollup");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "rollup", NULL);
 	uint64_t d1 = mkdir_(vol, ROOT, "d1"), d2 = mkdir_(vol, ROOT, "d2");
 	uint64_t sub = mkdir_(vol, d1, "sub");
 	uint64_t f, g, d3;
@@ -2160,7 +2096,7 @@ START_TEST(test_rollup)
 	ck_assert_uint_eq(xnum(vol, ROOT, "user.csdfs.files"), 1);
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
 	fsck_clean(path);
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	ck_assert_uint_eq(xnum(vol, ROOT, "user.csdfs.logical"), 1000);
 	ck_assert_uint_eq(xnum(vol, d1, "user.csdfs.logical"), 0);
 	close_fsck(vol, path);
@@ -2277,12 +2213,11 @@ START_TEST(test_concurrent_writers)
 	struct cc_arg args[CC_THREADS + 1];
 	pthread_t tid[CC_THREADS + 1];
 	int stop = 0;
-	char err[512];
 	uint64_t shared;
 
-	vol_path(path, sizeof(path), "concurrent");
-	mkvol(path);
-	ck_assert_int_eq(csdfs_vol_open(path, &mo, &vol, err, sizeof(err)), 0);
+	fixture_path(path, sizeof(path), "concurrent");
+	fixture_vol_create(path, NULL);
+	vol = fixture_vol_open(path, &mo);
 	shared = mkfile(vol, ROOT, "shared");
 	memset(args, 0, sizeof(args));
 	for (int t = 0; t <= CC_THREADS; t++) {
@@ -2320,7 +2255,7 @@ START_TEST(test_concurrent_writers)
 		ck_assert_int_eq(csdfs_vol_close(vol), 0);
 		fsck_clean(path);
 		if (!round)
-			vol = openvol(path);
+			vol = fixture_vol_open(path, NULL);
 	}
 	for (int t = 0; t <= CC_THREADS; t++) {
 		free(args[t].ref_own);
@@ -2432,12 +2367,11 @@ START_TEST(test_race_unlink_truncate)
 	struct csdfs_vol *vol;
 	struct race r;
 	pthread_t t[3];
-	char err[512];
 	struct stat st;
 
-	vol_path(path, sizeof(path), "race");
-	mkvol(path);
-	ck_assert_int_eq(csdfs_vol_open(path, &mo, &vol, err, sizeof(err)), 0);
+	fixture_path(path, sizeof(path), "race");
+	fixture_vol_create(path, NULL);
+	vol = fixture_vol_open(path, &mo);
 	memset(&r, 0, sizeof(r));
 	r.vol = vol;
 	r.shared = mkfile(vol, ROOT, "shared");
@@ -2454,7 +2388,7 @@ START_TEST(test_race_unlink_truncate)
 		ck_assert_int_eq(csdfs_fs_unlink(vol, ROOT, "victim"), 0);
 	ck_assert_int_eq(csdfs_vol_close(vol), 0);
 	fsck_clean(path);
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	st = getattr(vol, r.shared);
 	ck_assert_uint_eq(vol_physical(vol), (uint64_t)st.st_blocks * 512);
 	close_fsck(vol, path);
@@ -2542,7 +2476,7 @@ START_TEST(test_hostile_chunks)
 	ssize_t n;
 
 	snprintf(name, sizeof(name), "hostile%d", _i);
-	vol = newvol(path, sizeof(path), name);
+	vol = fixture_vol_new(path, sizeof(path), name, NULL);
 	f = mkfile(vol, ROOT, "f");
 	rng_state = 91 + (uint64_t)_i;
 	fill(K_RANDOM, data, 4 * CS);        /* stored raw: findable */
@@ -2553,7 +2487,7 @@ START_TEST(test_hostile_chunks)
 	else
 		damage_chunk_record(path, f, 1, _i);
 
-	vol = openvol(path);
+	vol = fixture_vol_open(path, NULL);
 	/* The damaged chunk fails, loudly; its neighbours are fine. */
 	n = csdfs_fs_read(vol, f, buf, CS, CS);
 	ck_assert_msg(n < 0, "damage %d: read of the damaged chunk gave %zd", _i, n);
@@ -2587,7 +2521,7 @@ END_TEST
 START_TEST(test_stray_orphan_record)
 {
 	char path[512], meta[600];
-	struct csdfs_vol *vol = newvol(path, sizeof(path), "stray");
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "stray", NULL);
 	struct csdfs_meta *m;
 	struct csdfs_txn *txn;
 	uint8_t key[8];
@@ -2646,6 +2580,9 @@ static Suite *volume_suite(void)
 	TCase *life = tcase_create("lifecycle");
 	TCase *conc = tcase_create("concurrency");
 
+	/* fsck and open failures log at LOG_ERR; keep the log to those. */
+	csdfs_log_set_level(LOG_ERR);
+
 	/* Generous timeouts: the same binary runs under valgrind. */
 	tcase_set_timeout(vol, 300);
 	tcase_add_test(vol, test_create_bad_input);
@@ -2690,17 +2627,4 @@ static Suite *volume_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	int failed;
-
-	if (!mkdtemp(base_dir)) {
-		perror("mkdtemp");
-		return EXIT_FAILURE;
-	}
-	/* fsck and open failures log at LOG_ERR; keep the log to those. */
-	csdfs_log_set_level(LOG_ERR);
-	failed = check_run(volume_suite());
-	nftw(base_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FIXTURE_MAIN(volume_suite, FIXTURE_TMP)
