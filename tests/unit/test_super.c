@@ -527,7 +527,7 @@ START_TEST(test_synced_feature)
 
 	make_test_volume("vol2", vpath, sizeof(vpath), cpath, sizeof(cpath));
 	file_pread(cpath, &d, sizeof(d), 0);
-	ck_assert_uint_eq(le64toh(d.incompat), CSDFS_FEATURE_INCOMPAT_SYNCED);
+	ck_assert_uint_eq(le64toh(d.incompat), CSDFS_FEATURE_INCOMPAT_SUPP);
 
 	d.incompat = 0;
 	d.created_sec = htole64(1234567890);
@@ -550,7 +550,7 @@ START_TEST(test_synced_feature)
 		ck_assert_msg(strstr(err, "durability record") != NULL, "message '%s'", err);
 		ck_assert_uint_eq(f.failed, 1);
 		file_pread(cpath, &now, sizeof(now), 0);
-		ck_assert_uint_eq(now.incompat, i ? htole64(CSDFS_FEATURE_INCOMPAT_SYNCED) : 0);
+		ck_assert_uint_eq(now.incompat, i ? htole64(CSDFS_FEATURE_INCOMPAT_SUPP) : 0);
 	}
 	file_pwrite(cpath, &d, sizeof(d), 0);   /* a sync failure may have written it */
 	mo.io_hook = NULL;
@@ -558,7 +558,7 @@ START_TEST(test_synced_feature)
 	rc = csdfs_vol_open(vpath, &mo, &vol, err, sizeof(err));
 	ck_assert_msg(rc == 0, "older volume: rc %d, '%s'", rc, err);
 	file_pread(cpath, &now, sizeof(now), 0);
-	ck_assert_uint_eq(le64toh(now.incompat), CSDFS_FEATURE_INCOMPAT_SYNCED);
+	ck_assert_uint_eq(le64toh(now.incompat), CSDFS_FEATURE_INCOMPAT_SUPP);
 	ck_assert_uint_eq(le64toh(now.created_sec), 1234567890);
 	ck_assert_mem_eq(now.uuid, d.uuid, 16);
 	ck_assert_uint_eq(now.csum, htole32(csdfs_crc32c(0, &now,
