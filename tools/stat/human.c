@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * csdfs-stat: the human-readable report of PATH arguments, an aligned
+ * table: a row per entry, and with -r a TOTAL under a rule and each
+ * directory's own roll-up to compare it with.
+ */
+#include "stat.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* aligned tables                                                     */
+
+#define MAX_COLS 12
+
+struct table {
+	int ncols;
+	const char *head[MAX_COLS];
+	bool left[MAX_COLS];        /* left-aligned column */
+	char *(*cells)[MAX_COLS];
+	bool *rule_before;          /* print a separator line before this row */
+	size_t n, cap;
+};
+
+static size_t table_add(struct table *t, bool rule)
+{
+	size_t old = t->cap;
+
+	grow((void **)&t->cells, &t->cap, t->n + 1, sizeof(*t->cells));
+	if (t->cap != old)
+		t->rule_before = xrealloc(t->rule_before, t->cap * sizeof(bool));
+	memset(t->cells[t->n], 0, sizeof(*t->cells));
+	t->rule_before[t->n] = rule;
+	return t->n++;
+}
+
+static void table_set(struct table *t, size_t row, int col, const char *s)
+{
+	free(t->cells[row][col]);
+	t->cells[row][col] = xstrdup(s);
+}
+
+static const char *table_get(const struct table *t, size_t row, int col)
+{
+	return t->cells[row][col] ? t->cells[row][col] : "";
+}
+
+static void table_print(const struct table *t, FILE *f)
+{
+	size_t w[MAX_COLS], i, total = 0;
+	int c;
+
+	for (c = 0; c < t->ncols; c++) {
+		w[c] = strlen(t->head[c]);
+		for (i = 0; i < t->n; i++)
+			if (strlen(table_get(t, i, c)) > w[c])
+				w[c] = strlen(table_get(t, i, c));
+		total += w[c] + (c ? 2 : 0);
+	}
+	for (i = 0; i <= t->n; i++) {
+		if (i && t->rule_before[i - 1]) {
+			size_t k;
+
+			for (k = 0; k < total; k++)
+				fputc('-', f);
+			fputc('\n', f);
+		}
+		for (c = 0; c < t->ncols; c++) {
+			const char *s = i ? table_get(t, i - 1, c) : t->head[c];
+			bool last = c == t->ncols - 1;
+
+			if (c)
+				fputs("  ", f);
+			if (t->left[c])
+				fprintf(f, "%-*s", last ? 0 : (int)w[c], s);
+			else
+				fprintf(f, "%*s", (int)w[c], s);
+		}
+		fputc('\n', f);
+	}
+}
+
+static void table_free(struct table *t)
+{
+	size_t i;
+	int c;
+
+	for (i = 0; i < t->n; i++)
+		for (c = 0; c < MAX_COLS; c++)
+			free(t->cells[i][c]);
+	free(t->cells);
+	free(t->rule_before);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ------------------------------------------------------------------ */
+/* output of PATH reports                                             */
+
+/* Cell @c of table row @i: the size of @r's field @f, "-" when unknown. */
+static void cell_size(struct table *t, size_t i, int c, const struct row *r, enum rfield f)
+{
+	char buf[CELL];
+
+	if (has(r, f))
+		fmt_size(buf, CELL, r->v[f]);
+	else
+		strcpy(buf, "-");
+	table_set(t, i, c, buf);
+}
+
+static void table_row(struct table *t, const struct row *r, const char *name, bool rule)
+{
+	size_t i = table_add(t, rule), d;
+	char buf[CELL];
+	int c = 0;
+
+	table_set(t, i, c++, name);
+	cell_size(t, i, c++, r, R_LOGICAL);
+	cell_size(t, i, c++, r, R_PHYSICAL);
+	cell_size(t, i, c++, r, R_STORED);
+	fmt_ratio(buf, CELL, r);
+	table_set(t, i, c++, buf);
+	fmt_savings(buf, CELL, r);
+	table_set(t, i, c++, buf);
+	cell_size(t, i, c++, r, R_ZERO);
+	if (opt.watch > 0) {
+		/* +LOGICAL +PHYSICAL +STORED: the first three delta_fields */
+		for (d = 0; d < 3; d++) {
+			if (r->have_delta && (r->have_dv & (1u << d)))
+				fmt_delta(buf, CELL, r->delta[d]);
+			else
+				strcpy(buf, "-");
+			table_set(t, i, c++, buf);
+		}
+	}
+	fmt_mix(buf, CELL, r);
+	table_set(t, i, c, buf);
+}
+
+void print_paths_human(const struct rows *entries, const struct rows *rollups,
+		       const struct row *total)
+{
+	static const char *const head[] = { "NAME", "LOGICAL", "PHYSICAL", "STORED",
+		"RATIO", "SAVINGS", "ZERO" };
+	struct table t = { 0 };
+	char *name;
+	size_t i;
+	int c;
+
+	for (c = 0; c < 7; c++)
+		t.head[t.ncols++] = head[c];
+	if (opt.watch > 0) {
+		t.head[t.ncols++] = "+LOGICAL";
+		t.head[t.ncols++] = "+PHYSICAL";
+		t.head[t.ncols++] = "+STORED";
+	}
+	t.head[t.ncols++] = "CODEC MIX";
+	t.left[0] = true;
+	t.left[t.ncols - 1] = true;
+	for (i = 0; i < entries->n; i++)
+		table_row(&t, &entries->v[i], entries->v[i].name, false);
+	if (opt.recursive) {
+		if (asprintf(&name, "TOTAL (%zu file%s)", entries->n,
+			     entries->n == 1 ? "" : "s") < 0)
+			oom();
+		table_row(&t, total, name, true);
+		free(name);
+		for (i = 0; i < rollups->n; i++) {
+			if (asprintf(&name, "%s (roll-up)", rollups->v[i].name) < 0)
+				oom();
+			table_row(&t, &rollups->v[i], name, false);
+			free(name);
+		}
+	}
+	/* Only error lines when nothing at all could be reported. */
+	if (entries->n || rollups->n || !n_problems)
+		table_print(&t, stdout);
+	table_free(&t);
+	fflush(stdout);
+}
