@@ -110,21 +110,6 @@ static void dir_changed(struct csdfs_inode_disk *dir, int64_t now, int dentries)
 	dir->size += (uint64_t)(int64_t)dentries;
 }
 
-int csdfs_fs_getattr(struct csdfs_vol *vol, uint64_t ino, struct stat *st)
-{
-	struct csdfs_inode_disk rec;
-	struct csdfs_op op;
-	int rc;
-
-	rc = csdfs_op_begin_read(vol, &op);
-	if (rc)
-		return rc;
-	rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc)
-		csdfs_irec_to_stat(ino, &rec, st);
-	return csdfs_op_end(&op, rc);
-}
-
 int csdfs_fs_lookup(struct csdfs_vol *vol, uint64_t parent, const char *name,
 		    struct stat *st)
 {

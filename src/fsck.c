@@ -5,6 +5,11 @@
  * with what and where; --repair fixes only what cannot lose data (leaked
  * blocks back to the free map, unrecorded orphans, counters and directory
  * roll-ups, which are sums of other records) and explains the rest.
+ *
+ * Longer than the ~700 lines a core file keeps to, on purpose: every check
+ * reads and fills the one walk state (struct fsck: which blocks are used,
+ * the expected sums per directory) that the repair at the end writes back,
+ * and a reader of one invariant should find the others beside it.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -256,22 +256,6 @@ void csdfs_fs_forget_shown_blocks(struct csdfs_vol *vol, uint64_t ino, uint64_t 
 	pthread_mutex_unlock(&vol->itable.lock);
 }
 
-/* The attributes the kernel would be told now. */
-static int load_stat(struct csdfs_vol *vol, uint64_t ino, struct stat *st)
-{
-	struct csdfs_inode_disk rec;
-	struct csdfs_op op;
-	int rc;
-
-	rc = csdfs_op_begin_read(vol, &op);
-	if (rc)
-		return rc;
-	rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc)
-		csdfs_irec_to_stat(ino, &rec, st);
-	return csdfs_op_end(&op, rc);
-}
-
 bool csdfs_fs_blocks_changed(struct csdfs_vol *vol, uint64_t ino)
 {
 	struct csdfs_inode *in;
@@ -286,7 +270,7 @@ bool csdfs_fs_blocks_changed(struct csdfs_vol *vol, uint64_t ino)
 		shown = in->shown_blocks;
 	}
 	pthread_mutex_unlock(&vol->itable.lock);
-	if (!known || load_stat(vol, ino, &st))
+	if (!known || csdfs_fs_getattr(vol, ino, &st))
 		return true;
 	return (uint64_t)st.st_blocks != shown;
 }

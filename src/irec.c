@@ -106,6 +106,22 @@ void csdfs_irec_apply_attrs(struct csdfs_inode_disk *rec, const struct stat *in,
 		rec->ctime_ns = now;
 }
 
+/* The attributes the kernel is told (a read operation of its own). */
+int csdfs_fs_getattr(struct csdfs_vol *vol, uint64_t ino, struct stat *st)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_op op;
+	int rc;
+
+	rc = csdfs_op_begin_read(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (!rc)
+		csdfs_irec_to_stat(ino, &rec, st);
+	return csdfs_op_end(&op, rc);
+}
+
 /* ---- roll-ups ------------------------------------------------------------ */
 
 #define MAX_DEPTH 4096
