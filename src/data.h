@@ -88,6 +88,14 @@ int csdfs_wplan_write(struct wplan *p, bool use_reserve);
  * which the caller stores afterwards). */
 int csdfs_wplan_commit(struct wplan *p, struct csdfs_op *op,
 		       struct csdfs_inode_disk *rec);
+/* Change the record of a plan's file in the mapping operation (size,
+ * times, counters in op->delta); a non-zero return fails the operation. */
+typedef int (*csdfs_wplan_edit_fn)(struct csdfs_op *op,
+				   struct csdfs_inode_disk *rec, void *arg);
+/* Map the written plan into its file in ONE operation: load the record,
+ * csdfs_wplan_commit, @edit (NULL: none), store the record, mark the inode
+ * changed. Sets p->committed. @return 0 or -errno. */
+int csdfs_wplan_apply(struct wplan *p, csdfs_wplan_edit_fn edit, void *arg);
 /* After a committed plan: keep its partly written chunks in the cache. */
 void csdfs_wplan_cache(struct wplan *p);
 /* Release the allocator's hold for the plan (its in-flight registration,

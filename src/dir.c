@@ -73,14 +73,11 @@ static int dir_is_empty(struct csdfs_txn *txn, uint64_t ino)
 {
 	struct csdfs_cursor *cur;
 	struct csdfs_val k, v;
-	uint8_t key[8];
 	int rc;
 
-	rc = csdfs_cursor_open(txn, CSDFS_DB_DIRENTS, &cur);
-	if (rc)
+	rc = csdfs_cursor_at(txn, CSDFS_DB_DIRENTS, ino, &cur, &k, &v);
+	if (!cur)
 		return rc;
-	csdfs_be64_put(key, ino);
-	rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
 	csdfs_cursor_close(cur);
 	if (rc == -ENOENT)
 		return 1;
@@ -102,6 +99,43 @@ static int load_dir(struct csdfs_txn *txn, uint64_t ino,
 	if (!rec->nlink)
 		return -ENOENT;  /* removed while someone held it */
 	return 0;
+}
+
+/* A namespace operation: one operation on entry @name of directory @parent
+ * and the inode it links (or is to link). */
+struct nsop {
+	struct csdfs_op op;
+	struct csdfs_inode_disk dir;    /* @parent */
+	struct csdfs_dirent_disk d;     /* @name's entry, if it exists */
+	bool exists;
+	struct csdfs_inode_disk rec;    /* the inode */
+	int64_t now;
+};
+
+/*
+ * Begin @n: load @parent (a live directory), look @name up, and load the
+ * inode @ino, or the one @name links when @ino is 0 (-ENOENT if @name does
+ * not exist then). @return 0 with the operation begun, or -errno with
+ * nothing left to end.
+ */
+static int nsop_begin(struct nsop *n, struct csdfs_vol *vol, uint64_t parent,
+		      const char *name, uint64_t ino)
+{
+	int rc;
+
+	n->now = csdfs_now_ns();
+	rc = csdfs_op_begin(vol, &n->op);
+	if (rc)
+		return rc;
+	rc = load_dir(n->op.txn, parent, &n->dir);
+	if (!rc) {
+		rc = dirent_get(n->op.txn, parent, name, &n->d);
+		n->exists = !rc;
+		rc = rc == -ENOENT && ino ? 0 : rc;
+	}
+	if (!rc)
+		rc = csdfs_irec_load(n->op.txn, ino ? ino : n->d.ino, &n->rec);
+	return rc ? csdfs_op_end(&n->op, rc) : 0;
 }
 
 static void dir_changed(struct csdfs_inode_disk *dir, int64_t now, int dentries)
@@ -142,19 +176,12 @@ int csdfs_fs_setattr(struct csdfs_vol *vol, uint64_t ino,
 	if (mask & CSDFS_SET_SIZE)
 		return csdfs_file_truncate(vol, ino, (uint64_t)in->st_size, in,
 					   mask, st);
-	rc = csdfs_op_begin(vol, &op);
+	rc = csdfs_op_begin_irec(vol, &op, true, ino, &rec);
 	if (rc)
 		return rc;
-	rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc) {
-		csdfs_irec_apply_attrs(&rec, in, mask, csdfs_now_ns());
-		rc = csdfs_irec_store(op.txn, ino, &rec);
-	}
-	if (!rc) {
-		csdfs_op_touch(&op, ino);
-		csdfs_irec_to_stat(ino, &rec, st);
-	}
-	return csdfs_op_end(&op, rc);
+	csdfs_irec_apply_attrs(&rec, in, mask, csdfs_now_ns());
+	csdfs_irec_to_stat(ino, &rec, st);
+	return csdfs_op_end_irec(&op, ino, &rec, 0);
 }
 
 /* Create an inode named @name in @parent; the caller holds an operation. */
@@ -297,44 +324,33 @@ int csdfs_fs_readlink(struct csdfs_vol *vol, uint64_t ino, char *buf,
 int csdfs_fs_link(struct csdfs_vol *vol, uint64_t ino, uint64_t parent,
 		  const char *name, struct stat *st)
 {
-	struct csdfs_inode_disk dir, rec;
-	struct csdfs_dirent_disk d;
-	struct csdfs_op op;
-	int64_t now = csdfs_now_ns();
+	struct nsop n;
 	int rc;
 
-	rc = csdfs_op_begin(vol, &op);
+	rc = nsop_begin(&n, vol, parent, name, ino);
 	if (rc)
 		return rc;
-	rc = load_dir(op.txn, parent, &dir);
-	if (!rc)
-		rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc && S_ISDIR(rec.mode))
+	if (S_ISDIR(n.rec.mode))
 		rc = -EPERM;
-	if (!rc && !rec.nlink)
+	else if (!n.rec.nlink)
 		rc = -ENOENT;
-	if (!rc && rec.nlink >= 65000)
+	else if (n.rec.nlink >= 65000)
 		rc = -EMLINK;
+	else if (n.exists)
+		rc = -EEXIST;
+	if (!rc)
+		rc = dirent_put(n.op.txn, parent, name, ino, n.rec.mode);
 	if (!rc) {
-		rc = dirent_get(op.txn, parent, name, &d);
-		rc = rc == -ENOENT ? 0 : rc ? rc : -EEXIST;
+		n.rec.nlink++;
+		n.rec.ctime_ns = n.now;
+		dir_changed(&n.dir, n.now, 1);
+		rc = csdfs_irec_store(n.op.txn, ino, &n.rec);
 	}
 	if (!rc)
-		rc = dirent_put(op.txn, parent, name, ino, rec.mode);
-	if (!rc) {
-		rec.nlink++;
-		rec.ctime_ns = now;
-		dir_changed(&dir, now, 1);
-		rc = csdfs_irec_store(op.txn, ino, &rec);
-	}
+		csdfs_irec_to_stat(ino, &n.rec, st);
 	if (!rc)
-		rc = csdfs_irec_store(op.txn, parent, &dir);
-	if (!rc) {
-		csdfs_op_touch(&op, ino);
-		csdfs_op_touch(&op, parent);
-		csdfs_irec_to_stat(ino, &rec, st);
-	}
-	return csdfs_op_end(&op, rc);
+		csdfs_op_touch(&n.op, ino);
+	return csdfs_op_end_irec(&n.op, parent, &n.dir, rc);
 }
 
 /* A directory holding a link to @ino other than entry @xname in @xdir (a
@@ -403,41 +419,33 @@ static int drop_link(struct csdfs_op *op, uint64_t ino,
 static int remove_entry(struct csdfs_vol *vol, uint64_t parent, const char *name,
 			bool want_dir)
 {
-	struct csdfs_inode_disk dir, rec;
-	struct csdfs_dirent_disk d;
-	struct csdfs_op op;
-	int64_t now = csdfs_now_ns();
+	struct nsop n;
 	int rc;
 
-	rc = csdfs_op_begin(vol, &op);
+	rc = nsop_begin(&n, vol, parent, name, 0);
 	if (rc)
 		return rc;
-	rc = load_dir(op.txn, parent, &dir);
-	if (!rc)
-		rc = dirent_get(op.txn, parent, name, &d);
-	if (!rc)
-		rc = csdfs_irec_load(op.txn, d.ino, &rec);
-	if (!rc && want_dir && !S_ISDIR(rec.mode))
+	if (want_dir && !S_ISDIR(n.rec.mode))
 		rc = -ENOTDIR;
-	if (!rc && !want_dir && S_ISDIR(rec.mode))
+	if (!rc && !want_dir && S_ISDIR(n.rec.mode))
 		rc = -EISDIR;
 	if (!rc && want_dir) {
-		rc = dir_is_empty(op.txn, d.ino);
+		rc = dir_is_empty(n.op.txn, n.d.ino);
 		rc = rc == 1 ? 0 : rc ? rc : -ENOTEMPTY;
 	}
 	if (!rc)
-		rc = dirent_del(op.txn, parent, name);
+		rc = dirent_del(n.op.txn, parent, name);
 	if (!rc) {
-		dir_changed(&dir, now, -1);
+		dir_changed(&n.dir, n.now, -1);
 		if (want_dir)
-			dir.nlink--;
-		rc = csdfs_irec_store(op.txn, parent, &dir);
+			n.dir.nlink--;
+		rc = csdfs_irec_store(n.op.txn, parent, &n.dir);
 	}
 	if (!rc)
-		rc = drop_link(&op, d.ino, &rec, now, parent, NULL);
+		rc = drop_link(&n.op, n.d.ino, &n.rec, n.now, parent, NULL);
 	if (!rc)
-		csdfs_op_touch(&op, parent);
-	return csdfs_op_end(&op, rc);
+		csdfs_op_touch(&n.op, parent);
+	return csdfs_op_end(&n.op, rc);
 }
 
 int csdfs_fs_unlink(struct csdfs_vol *vol, uint64_t parent, const char *name)

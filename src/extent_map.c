@@ -61,14 +61,11 @@ static int phys_neighbour(struct csdfs_txn *txn, uint64_t pa, bool next,
 {
 	struct csdfs_cursor *cur;
 	struct csdfs_val k, v;
-	uint8_t key[8];
 	int rc;
 
-	rc = csdfs_cursor_open(txn, CSDFS_DB_PHYS, &cur);
-	if (rc)
+	rc = csdfs_cursor_at(txn, CSDFS_DB_PHYS, next ? pa + 1 : pa, &cur, &k, &v);
+	if (!cur)
 		return rc;
-	csdfs_be64_put(key, next ? pa + 1 : pa);
-	rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
 	if (!next) {
 		if (rc == -ENOENT)
 			rc = csdfs_cursor_last(cur, &k, &v);

@@ -95,36 +95,56 @@ static int overlapping(struct csdfs_txn *txn, uint64_t start, uint64_t end,
 
 #define BATCH 64
 
-int csdfs_freemap_take(struct csdfs_txn *txn, uint64_t start, uint64_t count,
-		       uint64_t *taken)
+/* Call @fn for every free run overlapping [start, end), with the part of
+ * it inside the range, [lo, hi). Runs are read a batch at a time before
+ * @fn sees them, so @fn may change the free map. */
+static int each_overlap(struct csdfs_txn *txn, uint64_t start, uint64_t end,
+			int (*fn)(struct csdfs_txn *txn, const struct run *r,
+				  uint64_t lo, uint64_t hi, void *ctx),
+			void *ctx)
 {
-	uint64_t end = start + count;
 	struct run runs[BATCH];
 	int n, rc;
 
-	*taken = 0;
 	do {
 		n = overlapping(txn, start, end, runs, BATCH);
 		if (n < 0)
 			return n;
 		for (int i = 0; i < n; i++) {
-			struct run r = runs[i];
-			uint64_t lo = r.start > start ? r.start : start;
-			uint64_t hi = r.start + r.count < end ? r.start + r.count : end;
+			uint64_t re = runs[i].start + runs[i].count;
 
-			rc = del_run(txn, r.start);
-			if (!rc && r.start < lo)
-				rc = put_run(txn, r.start, lo - r.start);
-			if (!rc && r.start + r.count > hi)
-				rc = put_run(txn, hi, r.start + r.count - hi);
+			rc = fn(txn, &runs[i], runs[i].start > start ? runs[i].start : start,
+				re < end ? re : end, ctx);
 			if (rc)
 				return rc;
-			*taken += hi - lo;
 		}
 		if (n == BATCH)
 			start = runs[n - 1].start + runs[n - 1].count;
 	} while (n == BATCH && start < end);
 	return 0;
+}
+
+/* Take [lo, hi) out of run @r, keeping what lies outside it. */
+static int take_cb(struct csdfs_txn *txn, const struct run *r, uint64_t lo,
+		   uint64_t hi, void *ctx)
+{
+	uint64_t *taken = ctx;
+	int rc = del_run(txn, r->start);
+
+	if (!rc && r->start < lo)
+		rc = put_run(txn, r->start, lo - r->start);
+	if (!rc && r->start + r->count > hi)
+		rc = put_run(txn, hi, r->start + r->count - hi);
+	if (!rc)
+		*taken += hi - lo;
+	return rc;
+}
+
+int csdfs_freemap_take(struct csdfs_txn *txn, uint64_t start, uint64_t count,
+		       uint64_t *taken)
+{
+	*taken = 0;
+	return each_overlap(txn, start, start + count, take_cb, taken);
 }
 
 int csdfs_freemap_give(struct csdfs_txn *txn, uint64_t start, uint64_t count)
@@ -159,30 +179,25 @@ int csdfs_freemap_give(struct csdfs_txn *txn, uint64_t start, uint64_t count)
 	return put_run(txn, s, e - s);
 }
 
+struct intersect_ctx {
+	int (*fn)(void *ctx, uint64_t s, uint64_t n);
+	void *ctx;
+};
+
+static int intersect_cb(struct csdfs_txn *txn, const struct run *r, uint64_t lo,
+			uint64_t hi, void *ctx)
+{
+	struct intersect_ctx *ic = ctx;
+
+	return ic->fn(ic->ctx, lo, hi - lo);
+}
+
 int csdfs_freemap_intersect(struct csdfs_txn *txn, uint64_t start,
 			    uint64_t count,
 			    int (*fn)(void *ctx, uint64_t s, uint64_t n),
 			    void *ctx)
 {
-	uint64_t end = start + count;
-	struct run runs[BATCH];
-	int n, rc;
+	struct intersect_ctx ic = { fn, ctx };
 
-	do {
-		n = overlapping(txn, start, end, runs, BATCH);
-		if (n < 0)
-			return n;
-		for (int i = 0; i < n; i++) {
-			uint64_t lo = runs[i].start > start ? runs[i].start : start;
-			uint64_t hi = runs[i].start + runs[i].count < end ?
-				      runs[i].start + runs[i].count : end;
-
-			rc = fn(ctx, lo, hi - lo);
-			if (rc)
-				return rc;
-		}
-		if (n == BATCH)
-			start = runs[n - 1].start + runs[n - 1].count;
-	} while (n == BATCH && start < end);
-	return 0;
+	return each_overlap(txn, start, start + count, intersect_cb, &ic);
 }

@@ -113,13 +113,11 @@ int csdfs_fs_getattr(struct csdfs_vol *vol, uint64_t ino, struct stat *st)
 	struct csdfs_op op;
 	int rc;
 
-	rc = csdfs_op_begin_read(vol, &op);
+	rc = csdfs_op_begin_irec(vol, &op, false, ino, &rec);
 	if (rc)
 		return rc;
-	rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc)
-		csdfs_irec_to_stat(ino, &rec, st);
-	return csdfs_op_end(&op, rc);
+	csdfs_irec_to_stat(ino, &rec, st);
+	return csdfs_op_end(&op, 0);
 }
 
 /* ---- roll-ups ------------------------------------------------------------ */
@@ -139,8 +137,8 @@ static bool attached(uint64_t ino, const struct csdfs_inode_disk *rec)
 	       (S_ISREG(rec->mode) || S_ISDIR(rec->mode));
 }
 
-static void file_contrib(const struct csdfs_inode_disk *rec,
-			 struct csdfs_rollup_disk *r)
+void csdfs_rollup_of_file(const struct csdfs_inode_disk *rec,
+			  struct csdfs_rollup_disk *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->logical = rec->size;
@@ -171,17 +169,7 @@ int csdfs_rollup_get(struct csdfs_txn *txn, uint64_t ino,
 static void rollup_accumulate(struct csdfs_rollup_disk *r,
 			      const struct csdfs_rollup_disk *d, int sign)
 {
-	unsigned char *x = (unsigned char *)r;
-	const unsigned char *y = (const unsigned char *)d;
-
-	for (size_t i = 0; i < sizeof(*r); i += 8) {
-		uint64_t u, v;
-
-		memcpy(&u, x + i, 8);
-		memcpy(&v, y + i, 8);
-		u += sign > 0 ? v : (uint64_t)0 - v;
-		memcpy(x + i, &u, 8);
-	}
+	csdfs_u64s_add(r, d, sizeof(*r), sign);
 }
 
 static bool rollup_is_zero(const struct csdfs_rollup_disk *r)
@@ -336,7 +324,7 @@ static int contribution(struct csdfs_txn *txn, uint64_t ino,
 {
 	mc->n = 0;
 	if (S_ISREG(rec->mode))
-		file_contrib(rec, r);
+		csdfs_rollup_of_file(rec, r);
 	else {
 		int rc = csdfs_rollup_get(txn, ino, r);
 
@@ -361,8 +349,8 @@ int csdfs_rollup_on_store(struct csdfs_txn *txn, uint64_t ino,
 		/* Same place: only a file's own numbers can have changed. */
 		if (!S_ISREG(rec->mode))
 			return 0;
-		file_contrib(old, &r_old);
-		file_contrib(rec, &r_new);
+		csdfs_rollup_of_file(old, &r_old);
+		csdfs_rollup_of_file(rec, &r_new);
 		rollup_accumulate(&r_new, &r_old, -1);
 		if (rollup_is_zero(&r_new))
 			return 0;

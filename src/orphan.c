@@ -63,11 +63,41 @@ int csdfs_inode_destroy(struct csdfs_op *op, uint64_t ino)
 	return rc;
 }
 
+/* The lowest orphan recorded in @txn: 0, or -ENOENT when there is none. */
+static int first_orphan(struct csdfs_txn *txn, uint64_t *ino)
+{
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	int rc = csdfs_cursor_at(txn, CSDFS_DB_ORPHANS, 0, &cur, &k, &v);
+
+	if (!cur)
+		return rc;
+	*ino = !rc && k.len == 8 ? csdfs_be64_get(k.data) : 0;
+	csdfs_cursor_close(cur);
+	return rc;
+}
+
+/* Free orphan @ino in @op. Only an inode that is really unlinked is freed;
+ * a stray record for a linked (or missing) one is just dropped. */
+static int reclaim_one(struct csdfs_op *op, uint64_t ino)
+{
+	struct csdfs_inode_disk rec;
+	uint8_t key[8];
+	int rc = csdfs_irec_load(op->txn, ino, &rec);
+
+	if (!rc && rec.nlink == 0)
+		return csdfs_inode_destroy(op, ino);
+	if (rc && rc != -ENOENT)
+		return rc;
+	csdfs_log(LOG_WARNING, "dropping stray orphan record for inode %llu",
+		  (unsigned long long)ino);
+	csdfs_be64_put(key, ino);
+	return csdfs_meta_del(op->txn, CSDFS_DB_ORPHANS, key, 8);
+}
+
 int csdfs_orphan_reclaim_all(struct csdfs_vol *vol)
 {
 	for (;;) {
-		struct csdfs_cursor *cur;
-		struct csdfs_val k, v;
 		struct csdfs_op op;
 		uint64_t ino = 0;
 		int rc;
@@ -75,32 +105,11 @@ int csdfs_orphan_reclaim_all(struct csdfs_vol *vol)
 		rc = csdfs_op_begin(vol, &op);
 		if (rc)
 			return rc;
-		rc = csdfs_cursor_open(op.txn, CSDFS_DB_ORPHANS, &cur);
-		if (!rc) {
-			rc = csdfs_cursor_first(cur, &k, &v);
-			ino = !rc && k.len == 8 ? csdfs_be64_get(k.data) : 0;
-			csdfs_cursor_close(cur);
-		}
-		if (rc == -ENOENT) {
-			csdfs_op_end(&op, 0);
-			return 0;
-		}
-		if (!rc) {
-			struct csdfs_inode_disk rec;
-			uint8_t key[8];
-
-			/* Only an inode that is really unlinked is freed; a stray
-			 * record for a linked (or missing) one is just dropped. */
-			rc = csdfs_irec_load(op.txn, ino, &rec);
-			if (!rc && rec.nlink == 0) {
-				rc = csdfs_inode_destroy(&op, ino);
-			} else if (!rc || rc == -ENOENT) {
-				csdfs_log(LOG_WARNING, "dropping stray orphan record for inode %llu",
-					  (unsigned long long)ino);
-				csdfs_be64_put(key, ino);
-				rc = csdfs_meta_del(op.txn, CSDFS_DB_ORPHANS, key, 8);
-			}
-		}
+		rc = first_orphan(op.txn, &ino);
+		if (rc == -ENOENT)
+			return csdfs_op_end(&op, 0);
+		if (!rc)
+			rc = reclaim_one(&op, ino);
 		rc = csdfs_op_end(&op, rc);
 		if (rc)
 			return rc;

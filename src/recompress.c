@@ -33,11 +33,10 @@ static int mismatched(struct csdfs_vol *vol, uint64_t ino, uint64_t from,
 	uint8_t key[16];
 	int n = 0, rc;
 
-	rc = csdfs_op_begin_read(vol, &op);
+	rc = csdfs_op_begin_irec(vol, &op, false, ino, rec);
 	if (rc)
 		return rc;
-	rc = csdfs_irec_load(op.txn, ino, rec);
-	if (!rc && !S_ISREG(rec->mode))
+	if (!S_ISREG(rec->mode))
 		rc = -EINVAL;
 	if (!rc)
 		rc = csdfs_cursor_open(op.txn, CSDFS_DB_CHUNKS, &cur);
@@ -90,7 +89,6 @@ static int recompress_batch(struct csdfs_vol *vol, uint64_t ino,
 	uint64_t mask[CSDFS_STRIPES / 64];
 	struct csdfs_inode_disk rec;
 	struct wplan plan;
-	struct csdfs_op op;
 	char *tmp = NULL, *scratch = NULL;
 	uint32_t cs;
 	int rc;
@@ -122,18 +120,8 @@ static int recompress_batch(struct csdfs_vol *vol, uint64_t ino,
 	}
 	if (!rc)
 		rc = csdfs_wplan_write(&plan, false);
-	if (!rc) {
-		rc = csdfs_op_begin(vol, &op);
-		if (!rc) {
-			rc = csdfs_irec_load(op.txn, ino, &rec);
-			if (!rc)
-				rc = csdfs_wplan_commit(&plan, &op, &rec);
-			if (!rc)
-				rc = csdfs_irec_store(op.txn, ino, &rec);
-			rc = csdfs_op_end(&op, rc);
-			plan.committed = !rc;
-		}
-	}
+	if (!rc)
+		rc = csdfs_wplan_apply(&plan, NULL, NULL);
 	csdfs_wplan_abandon(&plan);
 	csdfs_wplan_free(&plan);
 out_unlock:

@@ -140,6 +140,15 @@ uint64_t csdfs_thread_wchar(void);
 int csdfs_op_begin(struct csdfs_vol *vol, struct csdfs_op *op);
 int csdfs_op_begin_read(struct csdfs_vol *vol, struct csdfs_op *op);
 int csdfs_op_end(struct csdfs_op *op, int rc);
+/* Begin a write (@writable) or read operation and load @ino's record into
+ * @rec. @return 0 with the operation begun, or -errno with nothing left to
+ * end (a failed load ends it). */
+int csdfs_op_begin_irec(struct csdfs_vol *vol, struct csdfs_op *op, bool writable,
+			uint64_t ino, struct csdfs_inode_disk *rec);
+/* The usual end of an operation on one inode: unless @rc, store @rec and
+ * mark @ino changed; then csdfs_op_end(@op, rc). */
+int csdfs_op_end_irec(struct csdfs_op *op, uint64_t ino,
+		      const struct csdfs_inode_disk *rec, int rc);
 int csdfs_op_note_freed(struct csdfs_op *op, uint64_t start, uint64_t count);
 /* Commit the open group now (vol->lock held). */
 int csdfs_vol_commit_locked(struct csdfs_vol *vol);
@@ -225,6 +234,9 @@ void csdfs_irec_apply_attrs(struct csdfs_inode_disk *rec, const struct stat *in,
 
 int csdfs_rollup_get(struct csdfs_txn *txn, uint64_t ino,
 		     struct csdfs_rollup_disk *r);
+/* What regular file @rec counts for in its directories' roll-ups. */
+void csdfs_rollup_of_file(const struct csdfs_inode_disk *rec,
+			  struct csdfs_rollup_disk *r);
 /* Propagate the change from @old (NULL: new inode) to @rec up the tree. */
 int csdfs_rollup_on_store(struct csdfs_txn *txn, uint64_t ino,
 			  const struct csdfs_inode_disk *old,
@@ -255,22 +267,49 @@ int csdfs_super_write(struct csdfs_io *io, const struct csdfs_super *sb);
 int csdfs_super_read(struct csdfs_io *io, struct csdfs_super *sb,
 		     char *err, size_t errlen);
 
-/* Counters arithmetic (deltas wrap mod 2^64). */
-static inline void csdfs_counters_add(struct csdfs_counters_disk *a,
-				      const struct csdfs_counters_disk *d)
+/*
+ * Open a cursor on @db and seek to the first key >= the BE64 key @at.
+ * @return the seek's 0 or -ENOENT with *@cur open (the caller closes it),
+ * or the open's -errno with *@cur NULL.
+ */
+static inline int csdfs_cursor_at(struct csdfs_txn *txn, enum csdfs_db db,
+				  uint64_t at, struct csdfs_cursor **cur,
+				  struct csdfs_val *k, struct csdfs_val *v)
 {
-	unsigned char *x = (unsigned char *)a;
-	const unsigned char *y = (const unsigned char *)d;
+	uint8_t key[8];
+	int rc = csdfs_cursor_open(txn, db, cur);
 
-	/* Packed struct: go through memcpy, never a misaligned pointer. */
-	for (size_t i = 0; i < sizeof(*a); i += 8) {
+	if (rc) {
+		*cur = NULL;
+		return rc;
+	}
+	csdfs_be64_put(key, at);
+	return csdfs_cursor_seek(*cur, key, 8, k, v);
+}
+
+/* @a += @sign * @d, u64 field by u64 field over @size bytes of two packed
+ * structs made only of u64 fields (counters, roll-ups); wraps mod 2^64. */
+static inline void csdfs_u64s_add(void *a, const void *d, size_t size, int sign)
+{
+	unsigned char *x = a;
+	const unsigned char *y = d;
+
+	/* Packed structs: go through memcpy, never a misaligned pointer. */
+	for (size_t i = 0; i + 8 <= size; i += 8) {
 		uint64_t u, v;
 
 		memcpy(&u, x + i, 8);
 		memcpy(&v, y + i, 8);
-		u += v;
+		u += sign > 0 ? v : (uint64_t)0 - v;
 		memcpy(x + i, &u, 8);
 	}
+}
+
+/* Counters arithmetic (deltas wrap mod 2^64). */
+static inline void csdfs_counters_add(struct csdfs_counters_disk *a,
+				      const struct csdfs_counters_disk *d)
+{
+	csdfs_u64s_add(a, d, sizeof(*a), 1);
 }
 
 #endif

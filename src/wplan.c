@@ -72,6 +72,9 @@ void csdfs_wplan_free(struct wplan *p)
 {
 	free(p->c);
 	free(p->pack);
+	p->c = NULL;
+	p->pack = NULL;
+	p->n = 0;
 }
 
 int csdfs_wplan_init(struct wplan *p, struct csdfs_vol *vol, uint64_t ino,
@@ -348,19 +351,39 @@ void csdfs_wplan_abandon(struct wplan *p)
 	pthread_mutex_unlock(&p->vol->lock);
 }
 
+int csdfs_wplan_apply(struct wplan *p, csdfs_wplan_edit_fn edit, void *arg)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_op op;
+	int rc;
+
+	rc = csdfs_op_begin_irec(p->vol, &op, true, p->ino, &rec);
+	if (rc)
+		return rc;
+	rc = csdfs_wplan_commit(p, &op, &rec);
+	if (!rc && edit)
+		rc = edit(&op, &rec, arg);
+	if (!rc)
+		rc = csdfs_irec_store(op.txn, p->ino, &rec);
+	if (!rc)
+		csdfs_op_touch(&op, p->ino);
+	rc = csdfs_op_end(&op, rc);
+	p->committed = !rc;
+	return rc;
+}
+
 int csdfs_reg_load(struct csdfs_vol *vol, uint64_t ino,
-		    struct csdfs_inode_disk *rec)
+		   struct csdfs_inode_disk *rec)
 {
 	struct csdfs_op op;
 	int rc;
 
-	rc = csdfs_op_begin_read(vol, &op);
+	rc = csdfs_op_begin_irec(vol, &op, false, ino, rec);
 	if (rc)
 		return rc;
-	rc = csdfs_irec_load(op.txn, ino, rec);
-	if (!rc && S_ISDIR(rec->mode))
+	if (S_ISDIR(rec->mode))
 		rc = -EISDIR;
-	else if (!rc && !S_ISREG(rec->mode))
+	else if (!S_ISREG(rec->mode))
 		rc = -EINVAL;
 	return csdfs_op_end(&op, rc);
 }

@@ -15,6 +15,25 @@
 #include "csdfs/log.h"
 #include "data.h"
 
+/* What a write changes in its file's record besides the chunks. */
+struct write_edit {
+	uint64_t end;
+	size_t size;
+	unsigned flags;
+};
+
+static int write_edit(struct csdfs_op *op, struct csdfs_inode_disk *rec, void *arg)
+{
+	const struct write_edit *we = arg;
+
+	if (we->end > rec->size)
+		rec->size = we->end;
+	if (!(we->flags & CSDFS_WRITE_KEEP_TIMES))
+		rec->mtime_ns = rec->ctime_ns = csdfs_now_ns();
+	op->delta.app_bytes_written += we->size;
+	return 0;
+}
+
 ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 		       size_t size, uint64_t off, unsigned flags)
 {
@@ -22,7 +41,6 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 	struct csdfs_inode_disk rec;
 	struct csdfs_inode *in;
 	struct wplan plan;
-	struct csdfs_op op;
 	char *tmp = NULL, *scratch = NULL;
 	uint32_t cs;
 	int rc;
@@ -100,26 +118,9 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 	if (!rc)
 		rc = csdfs_wplan_write(&plan, false);
 	if (!rc) {
-		rc = csdfs_op_begin(vol, &op);
-		if (!rc) {
-			rc = csdfs_irec_load(op.txn, ino, &rec);
-			if (!rc)
-				rc = csdfs_wplan_commit(&plan, &op, &rec);
-			if (!rc) {
-				int64_t now = csdfs_now_ns();
+		struct write_edit we = { end, size, flags };
 
-				if (end > rec.size)
-					rec.size = end;
-				if (!(flags & CSDFS_WRITE_KEEP_TIMES))
-					rec.mtime_ns = rec.ctime_ns = now;
-				op.delta.app_bytes_written += size;
-				rc = csdfs_irec_store(op.txn, ino, &rec);
-			}
-			if (!rc)
-				csdfs_op_touch(&op, ino);
-			rc = csdfs_op_end(&op, rc);
-			plan.committed = !rc;
-		}
+		rc = csdfs_wplan_apply(&plan, write_edit, &we);
 	}
 	if (plan.committed)
 		csdfs_wplan_cache(&plan);
@@ -199,11 +200,10 @@ static int resize_commit(struct csdfs_vol *vol, uint64_t ino, struct wplan *plan
 	int64_t now = csdfs_now_ns();
 	int rc;
 
-	rc = csdfs_op_begin(vol, &op);
+	rc = csdfs_op_begin_irec(vol, &op, true, ino, &rec);
 	if (rc)
 		return rc;
-	rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc && plan)
+	if (plan)
 		rc = csdfs_wplan_commit(plan, &op, &rec);
 	if (!rc && drop_from != UINT64_MAX)
 		rc = csdfs_chunk_drop_from(&op, ino, &rec, drop_from);
@@ -231,49 +231,82 @@ static int resize_commit(struct csdfs_vol *vol, uint64_t ino, struct wplan *plan
 	return rc;
 }
 
+/* Take @ino exclusively for a resize and load its record; NULL (and *@rc)
+ * on failure, with nothing held. */
+static struct csdfs_inode *resize_lock(struct csdfs_vol *vol, uint64_t ino,
+				       struct csdfs_inode_disk *rec, int *rc)
+{
+	struct csdfs_inode *in = csdfs_inode_get(vol, ino);
+
+	if (!in) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	csdfs_inode_lock_exclusive(vol, in);
+	*rc = csdfs_reg_load(vol, ino, rec);
+	if (*rc) {
+		pthread_rwlock_unlock(&in->io_lock);
+		csdfs_inode_put(vol, in);
+		return NULL;
+	}
+	return in;
+}
+
+static void resize_unlock(struct csdfs_vol *vol, struct csdfs_inode *in)
+{
+	pthread_rwlock_unlock(&in->io_lock);
+	csdfs_inode_put(vol, in);
+}
+
+/* Zero [zfrom, zto) (nothing when empty), then resize_commit. */
+static int zero_and_commit(struct csdfs_vol *vol, uint64_t ino,
+			   const struct csdfs_inode_disk *rec, uint64_t zfrom,
+			   uint64_t zto, uint64_t drop_from, bool set_size,
+			   uint64_t new_size, const struct stat *attrs,
+			   unsigned mask, struct stat *st)
+{
+	struct wplan plan;
+	int rc = 0;
+
+	memset(&plan, 0, sizeof(plan));
+	plan.slot = -1;
+	plan.vol = vol;
+	if (zfrom < zto)
+		rc = zero_range_plan(vol, ino, rec, zfrom, zto, &plan);
+	if (!rc)
+		rc = resize_commit(vol, ino, zfrom < zto ? &plan : NULL, drop_from,
+				   set_size, new_size, attrs, mask, st);
+	csdfs_wplan_abandon(&plan);
+	csdfs_wplan_free(&plan);
+	return rc;
+}
+
 int csdfs_file_truncate(struct csdfs_vol *vol, uint64_t ino, uint64_t size,
 			const struct stat *attrs, unsigned mask, struct stat *st)
 {
 	struct csdfs_inode_disk rec;
 	struct csdfs_inode *in;
-	struct wplan plan, *pp = NULL;
-	uint64_t drop = UINT64_MAX;
+	uint64_t drop = UINT64_MAX, zfrom = 0, zto = 0;
 	uint32_t cs;
 	int rc;
 
 	if (size > CSDFS_MAX_FILE_SIZE)
 		return -EFBIG;
-	in = csdfs_inode_get(vol, ino);
+	in = resize_lock(vol, ino, &rec, &rc);
 	if (!in)
-		return -ENOMEM;
-	csdfs_inode_lock_exclusive(vol, in);
-	rc = csdfs_reg_load(vol, ino, &rec);
-	if (rc)
-		goto out;
+		return rc;
 	cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
 	if (size < rec.size) {
 		drop = (size + cs - 1) / cs;
 		/* A partial last chunk keeps only the bytes before EOF. */
 		if (size % cs) {
-			uint64_t tail_end = (size / cs + 1) * cs;
-
-			rc = zero_range_plan(vol, ino, &rec, size, tail_end, &plan);
-			if (rc) {
-				csdfs_wplan_abandon(&plan);
-				csdfs_wplan_free(&plan);
-				goto out;
-			}
-			pp = &plan;
+			zfrom = size;
+			zto = (size / cs + 1) * cs;
 		}
 	}
-	rc = resize_commit(vol, ino, pp, drop, true, size, attrs, mask, st);
-	if (pp) {
-		csdfs_wplan_abandon(pp);
-		csdfs_wplan_free(pp);
-	}
-out:
-	pthread_rwlock_unlock(&in->io_lock);
-	csdfs_inode_put(vol, in);
+	rc = zero_and_commit(vol, ino, &rec, zfrom, zto, drop, true, size, attrs,
+			     mask, st);
+	resize_unlock(vol, in);
 	return rc;
 }
 
@@ -282,8 +315,7 @@ int csdfs_fs_fallocate(struct csdfs_vol *vol, uint64_t ino, int mode,
 {
 	struct csdfs_inode_disk rec;
 	struct csdfs_inode *in;
-	struct wplan plan, *pp = NULL;
-	bool keep = mode & FALLOC_FL_KEEP_SIZE;
+	bool keep = mode & FALLOC_FL_KEEP_SIZE, grow;
 	int op = mode & ~FALLOC_FL_KEEP_SIZE;
 	uint64_t end = off + len, zend;
 	int rc;
@@ -296,37 +328,19 @@ int csdfs_fs_fallocate(struct csdfs_vol *vol, uint64_t ino, int mode,
 		return -EOPNOTSUPP;
 	if (op == FALLOC_FL_PUNCH_HOLE && !keep)
 		return -EOPNOTSUPP;
-	in = csdfs_inode_get(vol, ino);
+	in = resize_lock(vol, ino, &rec, &rc);
 	if (!in)
-		return -ENOMEM;
-	csdfs_inode_lock_exclusive(vol, in);
-	rc = csdfs_reg_load(vol, ino, &rec);
-	if (rc)
-		goto out;
+		return rc;
 	/*
 	 * Mode 0 reserves nothing physical: space is only known once data is
 	 * compressed, and allocated-but-unwritten ranges read as zeros and are
 	 * compressed like any other data when written (never stored raw).
 	 */
-	zend = end < rec.size ? end : rec.size;
-	if (op != 0 && off < zend) {
-		rc = zero_range_plan(vol, ino, &rec, off, zend, &plan);
-		if (rc) {
-			csdfs_wplan_abandon(&plan);
-			csdfs_wplan_free(&plan);
-			goto out;
-		}
-		pp = &plan;
-	}
-	if (pp || (!keep && end > rec.size))
-		rc = resize_commit(vol, ino, pp, UINT64_MAX,
-				   !keep && end > rec.size, end, NULL, 0, NULL);
-	if (pp) {
-		csdfs_wplan_abandon(pp);
-		csdfs_wplan_free(pp);
-	}
-out:
-	pthread_rwlock_unlock(&in->io_lock);
-	csdfs_inode_put(vol, in);
+	zend = op != 0 && end < rec.size ? end : op != 0 ? rec.size : 0;
+	grow = !keep && end > rec.size;
+	if ((op != 0 && off < zend) || grow)
+		rc = zero_and_commit(vol, ino, &rec, op != 0 ? off : 0, zend,
+				     UINT64_MAX, grow, end, NULL, 0, NULL);
+	resize_unlock(vol, in);
 	return rc;
 }

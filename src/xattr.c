@@ -48,15 +48,8 @@ static int usage_of(struct csdfs_op *op, uint64_t ino,
 	memset(u, 0, sizeof(*u));
 	if (S_ISDIR(rec->mode))
 		return csdfs_rollup_get(op->txn, ino, u);
-	if (S_ISREG(rec->mode)) {
-		u->logical = rec->size;
-		u->phys_blocks = rec->phys_blocks;
-		u->stored_bytes = rec->stored_bytes;
-		u->mapped_bytes = rec->mapped_bytes;
-		u->raw_bytes = rec->raw_bytes;
-		u->stored_chunks = rec->stored_chunks;
-		u->files = 1;
-	}
+	if (S_ISREG(rec->mode))
+		csdfs_rollup_of_file(rec, u);
 	return 0;
 }
 
@@ -248,11 +241,10 @@ static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 		return -ENOMEM;
 	if (!is_codec)
 		csdfs_inode_lock_exclusive(vol, in);
-	rc = csdfs_op_begin(vol, &op);
+	rc = csdfs_op_begin_irec(vol, &op, true, ino, &rec);
 	if (rc)
 		goto out;
-	rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc && !S_ISREG(rec.mode) && !S_ISDIR(rec.mode))
+	if (!S_ISREG(rec.mode) && !S_ISDIR(rec.mode))
 		rc = -EPERM;
 	if (!rc && is_codec) {
 		rec.codec = spec.id;
@@ -267,13 +259,8 @@ static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 		rec.flags = (uint16_t)((rec.flags & ~CSDFS_INODE_CHUNK_INHERITED) |
 				       CSDFS_INODE_CHUNK_SET);
 	}
-	if (!rc) {
-		rec.ctime_ns = csdfs_now_ns();
-		rc = csdfs_irec_store(op.txn, ino, &rec);
-	}
-	if (!rc)
-		csdfs_op_touch(&op, ino);
-	rc = csdfs_op_end(&op, rc);
+	rec.ctime_ns = csdfs_now_ns();
+	rc = csdfs_op_end_irec(&op, ino, &rec, rc);
 	if (!rc && !is_codec)
 		__atomic_store_n(&in->chunk_size, 0, __ATOMIC_RELAXED);
 out:
@@ -363,26 +350,18 @@ int csdfs_fs_setxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
 	rc = xattr_key(key, ino, name, &klen);
 	if (rc)
 		return rc;
-	rc = csdfs_op_begin(vol, &op);
+	rc = csdfs_op_begin_irec(vol, &op, true, ino, &rec);
 	if (rc)
 		return rc;
-	rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc) {
-		rc = csdfs_meta_get(op.txn, CSDFS_DB_XATTRS, key, klen, &v);
-		if (!rc && (flags & XATTR_CREATE))
-			rc = -EEXIST;
-		else if (rc == -ENOENT)
-			rc = (flags & XATTR_REPLACE) ? -ENODATA : 0;
-	}
+	rc = csdfs_meta_get(op.txn, CSDFS_DB_XATTRS, key, klen, &v);
+	if (!rc && (flags & XATTR_CREATE))
+		rc = -EEXIST;
+	else if (rc == -ENOENT)
+		rc = (flags & XATTR_REPLACE) ? -ENODATA : 0;
 	if (!rc)
 		rc = csdfs_meta_put(op.txn, CSDFS_DB_XATTRS, key, klen, value, size, 0);
-	if (!rc) {
-		rec.ctime_ns = csdfs_now_ns();
-		rc = csdfs_irec_store(op.txn, ino, &rec);
-	}
-	if (!rc)
-		csdfs_op_touch(&op, ino);
-	return csdfs_op_end(&op, rc);
+	rec.ctime_ns = csdfs_now_ns();
+	return csdfs_op_end_irec(&op, ino, &rec, rc);
 }
 
 int csdfs_fs_removexattr(struct csdfs_vol *vol, uint64_t ino, const char *name)
@@ -421,19 +400,16 @@ int csdfs_fs_listxattr(struct csdfs_vol *vol, uint64_t ino, char *list,
 	struct csdfs_cursor *cur;
 	struct csdfs_val k, v;
 	struct csdfs_op op;
-	uint8_t key[8];
 	size_t total = 0;
 	int rc;
 
 	rc = csdfs_op_begin_read(vol, &op);
 	if (rc)
 		return rc;
-	rc = csdfs_cursor_open(op.txn, CSDFS_DB_XATTRS, &cur);
-	if (rc)
+	rc = csdfs_cursor_at(op.txn, CSDFS_DB_XATTRS, ino, &cur, &k, &v);
+	if (!cur)
 		return csdfs_op_end(&op, rc);
-	csdfs_be64_put(key, ino);
-	for (rc = csdfs_cursor_seek(cur, key, 8, &k, &v); !rc;
-	     rc = csdfs_cursor_next(cur, &k, &v)) {
+	for (; !rc; rc = csdfs_cursor_next(cur, &k, &v)) {
 		size_t n = k.len - 8;
 
 		if (k.len <= 8 || csdfs_be64_get(k.data) != ino)
@@ -477,38 +453,25 @@ int csdfs_fs_kill_privs(struct csdfs_vol *vol, uint64_t ino)
 	rc = xattr_key(key, ino, cap, &klen);
 	if (rc)
 		return rc;
-	rc = csdfs_op_begin_read(vol, &op);
+	rc = csdfs_op_begin_irec(vol, &op, false, ino, &rec);
 	if (rc)
 		return rc;
-	rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc) {
-		has_cap = !csdfs_meta_get(op.txn, CSDFS_DB_XATTRS, key, klen, &v);
-		if (S_ISDIR(rec.mode) ||
-		    (!(rec.mode & S_ISUID) && (rec.mode & sgid) != sgid && !has_cap))
-			return csdfs_op_end(&op, 0);
-	}
-	rc = csdfs_op_end(&op, rc);
-	if (rc)
+	has_cap = !csdfs_meta_get(op.txn, CSDFS_DB_XATTRS, key, klen, &v);
+	rc = csdfs_op_end(&op, 0);
+	if (rc || S_ISDIR(rec.mode) ||
+	    (!(rec.mode & S_ISUID) && (rec.mode & sgid) != sgid && !has_cap))
 		return rc;
 
-	rc = csdfs_op_begin(vol, &op);
+	rc = csdfs_op_begin_irec(vol, &op, true, ino, &rec);
 	if (rc)
 		return rc;
-	rc = csdfs_irec_load(op.txn, ino, &rec);
-	if (!rc) {
-		rc = csdfs_meta_del(op.txn, CSDFS_DB_XATTRS, key, klen);
-		if (rc == -ENOENT)
-			rc = 0;
-	}
-	if (!rc) {
-		rec.mode &= ~(mode_t)S_ISUID;
-		if ((rec.mode & sgid) == sgid)
-			rec.mode &= ~(mode_t)S_ISGID;
-		rec.ctime_ns = csdfs_now_ns();
-		rc = csdfs_irec_store(op.txn, ino, &rec);
-	}
-	if (!rc)
-		csdfs_op_touch(&op, ino);
-	rc = csdfs_op_end(&op, rc);
+	rc = csdfs_meta_del(op.txn, CSDFS_DB_XATTRS, key, klen);
+	if (rc == -ENOENT)
+		rc = 0;
+	rec.mode &= ~(mode_t)S_ISUID;
+	if ((rec.mode & sgid) == sgid)
+		rec.mode &= ~(mode_t)S_ISGID;
+	rec.ctime_ns = csdfs_now_ns();
+	rc = csdfs_op_end_irec(&op, ino, &rec, rc);
 	return rc ? rc : 1;
 }
