@@ -18,12 +18,16 @@ static inline int bit_get(const uint64_t *bits, uint64_t b)
 	return (int)((bits[b >> 6] >> (b & 63)) & 1);
 }
 
+static void set_range(struct csdfs_alloc *a, uint64_t start, uint64_t count,
+		      int on);
+
 int csdfs_alloc_init(struct csdfs_alloc *a, uint64_t first, uint64_t total)
 {
 	memset(a, 0, sizeof(*a));
 	a->first = first;
 	a->total = total;
 	a->hint = first;
+	a->minrun = 1;
 	a->bits = calloc((total + 63) / 64, sizeof(uint64_t));
 	return a->bits ? 0 : -ENOMEM;
 }
@@ -34,23 +38,6 @@ void csdfs_alloc_release(struct csdfs_alloc *a)
 	free(a->quar);
 	a->bits = NULL;
 	a->quar = NULL;
-}
-
-static void set_range(struct csdfs_alloc *a, uint64_t start, uint64_t count,
-		      int on)
-{
-	for (uint64_t b = start; b < start + count; b++) {
-		uint64_t m = 1ull << (b & 63);
-		uint64_t *w = &a->bits[b >> 6];
-
-		if (on && !(*w & m)) {
-			*w |= m;
-			a->navail++;
-		} else if (!on && (*w & m)) {
-			*w &= ~m;
-			a->navail--;
-		}
-	}
 }
 
 void csdfs_alloc_mark_free(struct csdfs_alloc *a, uint64_t start,
@@ -83,6 +70,58 @@ static uint64_t run_len(const struct csdfs_alloc *a, uint64_t b, uint64_t max)
 	while (n < max && b + n < a->total && bit_get(a->bits, b + n))
 		n++;
 	return n;
+}
+
+/*
+ * Blocks in available runs shorter than a->minrun that touch [lo, hi): the
+ * fragments statfs must not promise. Only runs shorter than minrun count,
+ * so no run is measured further than minrun blocks beyond the window: the
+ * cost is that of the window, never of the volume.
+ */
+static uint64_t short_near(const struct csdfs_alloc *a, uint64_t lo, uint64_t hi)
+{
+	uint64_t total = 0, b = lo < a->first ? a->first : lo;
+
+	if (a->minrun <= 1)
+		return 0;
+	hi = hi > a->total ? a->total : hi;
+	while (b < hi) {
+		uint64_t s, len;
+
+		b = next_avail(a, b);
+		if (b >= hi)
+			break;
+		s = b;
+		while (s > a->first && b - s < a->minrun && bit_get(a->bits, s - 1))
+			s--;
+		len = run_len(a, s, a->minrun);
+		if (len < a->minrun)
+			total += len;
+		b += run_len(a, b, hi - b);
+	}
+	return total;
+}
+
+static void set_range(struct csdfs_alloc *a, uint64_t start, uint64_t count,
+		      int on)
+{
+	/* The runs that can change are those touching the range's ends. */
+	uint64_t lo = start ? start - 1 : 0, hi = start + count + 1;
+	uint64_t before = short_near(a, lo, hi);
+
+	for (uint64_t b = start; b < start + count; b++) {
+		uint64_t m = 1ull << (b & 63);
+		uint64_t *w = &a->bits[b >> 6];
+
+		if (on && !(*w & m)) {
+			*w |= m;
+			a->navail++;
+		} else if (!on && (*w & m)) {
+			*w &= ~m;
+			a->navail--;
+		}
+	}
+	a->nshort += short_near(a, lo, hi) - before;
 }
 
 /* Find a run of >= need blocks, next-fit from the hint, wrapping once. */
@@ -271,11 +310,34 @@ int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count,
 	return rc;
 }
 
-uint64_t csdfs_alloc_usable(struct csdfs_alloc *a, uint64_t minrun)
+void csdfs_alloc_set_minrun(struct csdfs_alloc *a, uint64_t minrun)
+{
+	a->minrun = minrun ? minrun : 1;
+	a->nshort = short_near(a, a->first, a->total);
+}
+
+/* Quarantined runs a write of @minrun blocks can use after the next commit. */
+static uint64_t quarantine_usable(struct csdfs_alloc *a, uint64_t minrun)
+{
+	uint64_t total = 0;
+
+	csdfs_alloc_quarantine_merge(a);
+	for (size_t i = 0; i < a->nquar; i++)
+		if (a->quar[i].count >= minrun)
+			total += a->quar[i].count;
+	return total;
+}
+
+uint64_t csdfs_alloc_usable(struct csdfs_alloc *a)
+{
+	return (a->head_end - a->head) / BS + (a->navail - a->nshort) +
+	       quarantine_usable(a, a->minrun);
+}
+
+uint64_t csdfs_alloc_usable_scan(struct csdfs_alloc *a, uint64_t minrun)
 {
 	uint64_t total = (a->head_end - a->head) / BS, b = a->first;
 
-	csdfs_alloc_quarantine_merge(a);
 	while (b < a->total) {
 		uint64_t n;
 
@@ -287,10 +349,7 @@ uint64_t csdfs_alloc_usable(struct csdfs_alloc *a, uint64_t minrun)
 			total += n;
 		b += n;
 	}
-	for (size_t i = 0; i < a->nquar; i++)
-		if (a->quar[i].count >= minrun)
-			total += a->quar[i].count;
-	return total;
+	return total + quarantine_usable(a, minrun);
 }
 
 static int range_cmp(const void *x, const void *y)

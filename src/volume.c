@@ -51,6 +51,9 @@ static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 			      vol->sb.total_blocks);
 	if (rc)
 		ERR(rc, "out of memory for the allocator");
+	/* statfs counts only runs a whole raw chunk fits in. */
+	csdfs_alloc_set_minrun(&vol->alloc, (vol->sb.chunk_size + CSDFS_BLOCK_SIZE - 1) /
+					    CSDFS_BLOCK_SIZE);
 	rc = csdfs_cursor_open(vol->group, CSDFS_DB_FREE, &cur);
 	if (rc)
 		ERR(rc, "cannot read the free map: %s", strerror(-rc));
@@ -280,9 +283,7 @@ int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
 	used_phys = vol->counters.used_blocks;
 	mapped = vol->counters.logical_used;
 	/* Only space a whole raw chunk fits in counts as writable. */
-	free_phys = csdfs_alloc_usable(&vol->alloc,
-				       (vol->sb.chunk_size + CSDFS_BLOCK_SIZE - 1) /
-				       CSDFS_BLOCK_SIZE);
+	free_phys = csdfs_alloc_usable(&vol->alloc);
 	free_phys = free_phys > vol->alloc.reserve ? free_phys - vol->alloc.reserve : 0;
 	memset(sv, 0, sizeof(*sv));
 	sv->f_files = 1ull << 32;

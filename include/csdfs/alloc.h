@@ -36,6 +36,8 @@ struct csdfs_alloc {
 	uint64_t total;          /* blocks in the container */
 	uint64_t *bits;          /* 1 = allocatable now */
 	uint64_t navail;         /* set bits */
+	uint64_t minrun;         /* blocks of the smallest run statfs counts */
+	uint64_t nshort;         /* set bits in runs shorter than minrun */
 	uint64_t hint;           /* next-fit search start */
 	uint64_t reserve;        /* blocks only reserve-allowed placements use */
 	uint64_t head;           /* byte offset of the next placement */
@@ -107,14 +109,23 @@ int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count,
 		      int (*before)(void *ctx, uint64_t start, uint64_t count),
 		      void *ctx);
 
+/* Count runs of fewer than @minrun blocks as fragments from now on (the
+ * blocks of a whole raw chunk). O(volume) once, at mount. */
+void csdfs_alloc_set_minrun(struct csdfs_alloc *a, uint64_t minrun);
+
 /*
  * csdfs_alloc_usable - blocks a data write can still use: allocatable
- * blocks in runs of at least @minrun, the rest of the head's run, and
- * quarantined runs of at least @minrun (usable after the next commit).
- * Fragments too small for a chunk are not counted (statfs must not promise
- * them). Merges the quarantine first.
+ * blocks in runs of at least minrun (kept up to date by every change, so
+ * this costs the same on any volume size), the rest of the head's run, and
+ * quarantined runs of at least minrun (usable after the next commit; their
+ * number is bounded by a commit group, not by the volume). Fragments too
+ * small for a chunk are not counted: statfs must not promise them. Merges
+ * the quarantine first.
  */
-uint64_t csdfs_alloc_usable(struct csdfs_alloc *a, uint64_t minrun);
+uint64_t csdfs_alloc_usable(struct csdfs_alloc *a);
+/* The same by a walk of the whole bitmap, for any @minrun: the reference
+ * the unit tests hold csdfs_alloc_usable to. */
+uint64_t csdfs_alloc_usable_scan(struct csdfs_alloc *a, uint64_t minrun);
 
 /* Sort the quarantine and merge adjacent ranges. */
 void csdfs_alloc_quarantine_merge(struct csdfs_alloc *a);

@@ -632,11 +632,13 @@ START_TEST(test_random_model)
 	static struct live live[RT_LIVE_MAX];
 	struct csdfs_alloc a;
 	size_t nlive = 0;
-	unsigned placed = 0, enospc = 0, unplaced = 0;
+	unsigned placed = 0, enospc = 0, unplaced = 0, fragmented = 0;
 
 	rng_state = 0x5eed0a110c8ull + (uint64_t)_i;
 	memset(refs, 0, sizeof(refs));
 	setup_alloc(&a, RT_TOTAL);
+	/* statfs's minimum run: a 16 KiB chunk, or a 128 KiB one. */
+	csdfs_alloc_set_minrun(&a, _i == 1 ? 32 : 4);
 	csdfs_alloc_mark_free(&a, FIRST, RT_TOTAL - FIRST);
 	/* The last run keeps a reserve that only some placements may use. */
 	if (_i == 2)
@@ -737,8 +739,20 @@ START_TEST(test_random_model)
 		}
 		if (!(step % 997))
 			CHECK(popcount_bits(&a) == a.navail, "step %d: navail off", step);
+		/* The kept count of usable blocks is the walk's, whatever the
+		 * fragmentation (csdfs_alloc_usable must not walk). */
+		if (!(step % 97)) {
+			uint64_t kept = csdfs_alloc_usable(&a);
+			uint64_t walked = csdfs_alloc_usable_scan(&a, a.minrun);
+
+			CHECK(kept == walked, "step %d: usable %llu, a walk finds %llu",
+			      step, (unsigned long long)kept, (unsigned long long)walked);
+			fragmented += a.nshort > 0;
+		}
 	}
 	check_navail(&a);
+	/* The check above must have met fragments too short to count. */
+	ck_assert_uint_gt(fragmented, 10);
 	fprintf(stderr, "random model %d: %u placed, %u ENOSPC, %u unplaced\n",
 		_i, placed, enospc, unplaced);
 	/* The test must really have exercised both outcomes. */
