@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #include "check_run.h"
-#include "sync_fault.h"
 #include "csdfs/csdfs.h"
 #include "csdfs/io.h"
 #include "csdfs/log.h"
@@ -130,7 +129,7 @@ static struct csdfs_vol *openvol(const char *path)
 }
 
 /* For tests where durability is not under test: skip the container's
- * fdatasync so group commits stay cheap (LMDB still syncs its own file). */
+ * fdatasync so group commits stay cheap (the metadata files still sync). */
 static struct csdfs_io_ops nosync_ops;
 
 static int nosync(struct csdfs_io *io)
@@ -142,6 +141,8 @@ static int nosync(struct csdfs_io *io)
 static int nosync_hook(struct csdfs_io *io, void *arg)
 {
 	(void)arg;
+	if (io->role != CSDFS_IO_CONTAINER)
+		return 0;
 	nosync_ops = *io->ops;
 	nosync_ops.sync = nosync;
 	io->ops = &nosync_ops;
@@ -691,7 +692,7 @@ static bool open_direct(const char *path)
  */
 static int count_preads(struct csdfs_io *io, void *arg)
 {
-	return csdfs_io_fault_install(io, arg);
+	return io->role == CSDFS_IO_CONTAINER ? csdfs_io_fault_install(io, arg) : 0;
 }
 
 /* Chunks of ref[off, off + len) that are not all zero: stored ones. */
@@ -1742,6 +1743,19 @@ END_TEST
 
 /* ---- LMDB's own sync failing --------------------------------------------- */
 
+/* A fault on the volume's files of one role only. */
+struct role_fault {
+	enum csdfs_io_role role;
+	struct csdfs_io_fault f;
+};
+
+static int install_role_fault(struct csdfs_io *io, void *arg)
+{
+	struct role_fault *rf = arg;
+
+	return io->role == rf->role ? csdfs_io_fault_install(io, &rf->f) : 0;
+}
+
 /* A group commit whose metadata sync fails, either data.mdb's or its
  * durability record's (both after the volume lock is released): the fsync
  * reports EIO, the volume refuses writes from then
@@ -1749,14 +1763,23 @@ END_TEST
  * writes left it, fsck clean. */
 START_TEST(test_meta_sync_fails)
 {
-	char path[512], name[32];
+	char path[512], name[32], err[512] = "";
 	size_t len = 64u << 10;
 	char *a = malloc(len), *b = malloc(len), *got = malloc(len);
-	struct csdfs_vol *vol;
+	/* 0: data.mdb's sync fails, 1: the record's (counting until armed). */
+	struct role_fault rf = {
+		.role = _i ? CSDFS_IO_META_RECORD : CSDFS_IO_META_DATA,
+		.f = { .kinds = CSDFS_IO_SYNC, .err = EIO },
+	};
+	struct csdfs_mount_opts mo = { .no_commit_thread = true, .io_hook = install_role_fault,
+				       .io_hook_arg = &rf };
+	struct csdfs_vol *vol = NULL;
 	uint64_t f;
 
 	snprintf(name, sizeof(name), "metasync%d", _i);
-	vol = newvol(path, sizeof(path), name);
+	vol_path(path, sizeof(path), name);
+	mkvol(path);
+	ck_assert_int_eq(csdfs_vol_open(path, &mo, &vol, err, sizeof(err)), 0);
 	rng_state = 41;
 	fill(K_RANDOM, a, len);
 	fill(K_HALF, b, len);
@@ -1764,10 +1787,9 @@ START_TEST(test_meta_sync_fails)
 	wr(vol, f, a, len, 0);
 	ck_assert_int_eq(csdfs_fs_fsync(vol, f), 0);
 	wr(vol, f, b, len, 0);
-	meta_syncs_left = _i;         /* 0: data.mdb's, 1: the record's */
+	rf.f.nth = rf.f.calls + 1;    /* the next one */
 	ck_assert_int_eq(csdfs_fs_fsync(vol, f), -EIO);
-	ck_assert_int_eq(meta_syncs_left, -1);           /* it did fire */
-	meta_syncs_left = -1;
+	ck_assert_uint_eq(rf.f.failed, 1);               /* it did fire */
 	ck_assert_int_eq(csdfs_fs_write(vol, f, a, 4096, 0, false), -EIO);
 	ck_assert_int_eq(csdfs_fs_fsync(vol, f), -EIO);
 	csdfs_vol_close(vol);         /* may fail: the volume failed */
@@ -2484,7 +2506,7 @@ static void damage_chunk_record(const char *path, uint64_t ino, uint64_t idx,
 	uint8_t key[16];
 
 	snprintf(meta, sizeof(meta), "%s/meta", path);
-	ck_assert_int_eq(csdfs_meta_open(meta, false, 2ull << 30, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(meta, false, 2ull << 30, NULL, NULL, &m), 0);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &txn), 0);
 	csdfs_be64_put(key, ino);
 	csdfs_be64_put(key + 8, idx);
@@ -2603,7 +2625,7 @@ START_TEST(test_stray_orphan_record)
 	/* An orphan record for a file that is still linked (a bit flip, a
 	 * bug elsewhere): nothing on disk says this file is unlinked. */
 	snprintf(meta, sizeof(meta), "%s/meta", path);
-	ck_assert_int_eq(csdfs_meta_open(meta, false, 2ull << 30, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(meta, false, 2ull << 30, NULL, NULL, &m), 0);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &txn), 0);
 	csdfs_be64_put(key, f);
 	ck_assert_int_eq(csdfs_meta_put(txn, CSDFS_DB_ORPHANS, key, 8, "", 0, 0), 0);
