@@ -7,6 +7,10 @@
  * FUSE mount's page cache, and a second copy in the host's page cache costs
  * more CPU than the disk read (cold 1 MiB reads here: 1.1 GB/s at 60 % of a
  * CPU buffered, 2.0 GB/s at 16 % direct).
+ *
+ * The metadata layer's files are plain files here: one buffered descriptor,
+ * opened (the durability record, data.mdb for the meta-page rollback) or
+ * borrowed (LMDB's own descriptor on data.mdb, for its sync).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -62,15 +66,12 @@ static int posix_pread_direct(struct csdfs_io *io, void *buf, size_t len,
 	return rc;
 }
 
-static int posix_pwrite(struct csdfs_io *io, const void *buf, size_t len,
-			uint64_t off)
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
 	const char *p = buf;
 
-	if (off + len > io->size)
-		return -EIO;
 	while (len) {
-		ssize_t n = pwrite(io->fd, p, len, (off_t)off);
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -82,6 +83,21 @@ static int posix_pwrite(struct csdfs_io *io, const void *buf, size_t len,
 		off += (uint64_t)n;
 	}
 	return 0;
+}
+
+/* The container never grows: a write past its end is a bug's. */
+static int posix_pwrite(struct csdfs_io *io, const void *buf, size_t len,
+			uint64_t off)
+{
+	if (off + len > io->size)
+		return -EIO;
+	return pwrite_all(io->fd, buf, len, off);
+}
+
+static int file_pwrite(struct csdfs_io *io, const void *buf, size_t len,
+		       uint64_t off)
+{
+	return pwrite_all(io->fd, buf, len, off);
 }
 
 static int posix_sync(struct csdfs_io *io)
@@ -106,6 +122,12 @@ static void posix_close(struct csdfs_io *io)
 	io->fd = io->dfd = -1;
 }
 
+/* A borrowed descriptor stays with its owner. */
+static void borrowed_close(struct csdfs_io *io)
+{
+	io->fd = -1;
+}
+
 static const struct csdfs_io_ops posix_ops = {
 	.pread = posix_pread,
 	.pread_direct = posix_pread_direct,
@@ -114,6 +136,39 @@ static const struct csdfs_io_ops posix_ops = {
 	.punch = posix_punch,
 	.close = posix_close,
 };
+
+static const struct csdfs_io_ops file_ops = {
+	.pread = posix_pread,
+	.pwrite = file_pwrite,
+	.sync = posix_sync,
+	.punch = posix_punch,
+	.close = posix_close,
+};
+
+static const struct csdfs_io_ops borrowed_ops = {
+	.pread = posix_pread,
+	.pwrite = file_pwrite,
+	.sync = posix_sync,
+	.punch = posix_punch,
+	.close = borrowed_close,
+};
+
+/* Fill @io for the open descriptor @fd (its fstat in *@st); on failure
+ * @fd is the caller's to close. */
+static int io_init(struct csdfs_io *io, const struct csdfs_io_ops *ops, int fd,
+		   enum csdfs_io_role role, struct stat *st)
+{
+	if (fstat(fd, st))
+		return -errno;
+	io->ops = ops;
+	io->fd = fd;
+	io->dfd = -1;
+	io->dfd_refused = 0;
+	io->size = (uint64_t)st->st_size;
+	io->role = role;
+	io->priv = NULL;
+	return 0;
+}
 
 int csdfs_io_open_posix(struct csdfs_io *io, const char *path)
 {
@@ -128,17 +183,14 @@ int csdfs_io_open_posix(struct csdfs_io *io, const char *path)
 		close(fd);
 		return rc;
 	}
-	if (fstat(fd, &st)) {
-		rc = -errno;
+	rc = io_init(io, &posix_ops, fd, CSDFS_IO_CONTAINER, &st);
+	if (rc) {
 		close(fd);
 		return rc;
 	}
-	io->ops = &posix_ops;
-	io->fd = fd;
 	/* Not every host file system takes O_DIRECT (tmpfs did not before
 	 * Linux 6.6): without it every read is buffered. The path may name
 	 * another file by now: only the same one will do. */
-	io->dfd_refused = 0;
 	io->dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	if (io->dfd >= 0) {
 		struct stat dst;
@@ -148,7 +200,27 @@ int csdfs_io_open_posix(struct csdfs_io *io, const char *path)
 			io->dfd = -1;
 		}
 	}
-	io->size = (uint64_t)st.st_size;
-	io->priv = NULL;
 	return 0;
+}
+
+int csdfs_io_open_file(struct csdfs_io *io, const char *path, bool create,
+		       enum csdfs_io_role role)
+{
+	struct stat st;
+	int fd, rc;
+
+	fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	if (fd < 0)
+		return -errno;
+	rc = io_init(io, &file_ops, fd, role, &st);
+	if (rc)
+		close(fd);
+	return rc;
+}
+
+int csdfs_io_wrap_fd(struct csdfs_io *io, int fd, enum csdfs_io_role role)
+{
+	struct stat st;
+
+	return io_init(io, &borrowed_ops, fd, role, &st);
 }

@@ -56,6 +56,7 @@
 #include <lmdb.h>
 
 #include "csdfs/csum.h"
+#include "csdfs/io.h"
 #include "csdfs/log.h"
 #include "csdfs/meta.h"
 #include "csdfs/pool.h"
@@ -77,7 +78,15 @@ static const char *const db_names[CSDFS_DB_COUNT] = {
 struct csdfs_meta {
 	MDB_env *env;
 	MDB_dbi dbi[CSDFS_DB_COUNT];
-	int synced_fd;             /* the durability record (SYNCED_FILE) */
+	/* All file I/O of this layer goes through the seam (io.h); ops NULL:
+	 * not open. */
+	struct csdfs_io record;    /* the durability record (SYNCED_FILE) */
+	struct csdfs_io data;      /* LMDB's own descriptor on data.mdb, for
+	                            * its sync (sync_part) */
+	/* csdfs_meta_open's hook, applied to each csdfs_io above and to the
+	 * rollback's (open only). */
+	int (*io_hook)(struct csdfs_io *io, void *arg);
+	void *io_hook_arg;
 	pthread_mutex_t sync_lock; /* orders syncs and top-level commits */
 	uint64_t committed;        /* sync_lock: last committed txn id */
 	uint64_t durable;          /* sync_lock: last txn id recorded durable */
@@ -157,20 +166,23 @@ static int mdb_err(int rc)
 #define SYNCED_MAGIC 0x53594e43u   /* "CNYS" */
 #define SYNCED_SLOT 512
 
-static int synced_read(int fd, uint64_t *id)
+/* @io was just opened: its size is the record's. */
+static int synced_read(struct csdfs_io *io, uint64_t *id)
 {
 	unsigned char buf[2 * SYNCED_SLOT];
-	ssize_t n = pread(fd, buf, sizeof(buf), 0);
+	uint64_t n = io->size < sizeof(buf) ? io->size : sizeof(buf);
 	bool found = false;
+	int rc;
 
-	if (n < 0)
-		return -errno;
+	rc = n ? csdfs_io_pread(io, buf, (size_t)n, 0) : 0;
+	if (rc)
+		return rc;
 	for (int i = 0; i < 2; i++) {
 		const unsigned char *p = buf + i * SYNCED_SLOT;
 		uint32_t magic, ver, crc;
 		uint64_t v;
 
-		if (n < (i + 1) * SYNCED_SLOT)
+		if (n < (uint64_t)(i + 1) * SYNCED_SLOT)
 			break;
 		memcpy(&magic, p, 4);
 		memcpy(&ver, p + 4, 4);
@@ -186,20 +198,30 @@ static int synced_read(int fd, uint64_t *id)
 	return found ? 0 : -ENOENT;
 }
 
-static int synced_write(int fd, uint64_t id)
+static int synced_write(struct csdfs_io *io, uint64_t id)
 {
 	unsigned char p[SYNCED_SLOT] = { 0 };
 	uint32_t magic = htole32(SYNCED_MAGIC), ver = htole32(1), crc;
 	uint64_t v = htole64(id);
+	int rc;
 
 	memcpy(p, &magic, 4);
 	memcpy(p + 4, &ver, 4);
 	memcpy(p + 8, &v, 8);
 	crc = htole32(csdfs_crc32c(0, p, 16));
 	memcpy(p + 16, &crc, 4);
-	if (pwrite(fd, p, sizeof(p), (off_t)(id % 2) * SYNCED_SLOT) != (ssize_t)sizeof(p))
-		return errno ? -errno : -EIO;
-	return fdatasync(fd) ? -errno : 0;
+	rc = csdfs_io_pwrite(io, p, sizeof(p), (id % 2) * SYNCED_SLOT);
+	return rc ? rc : csdfs_io_sync(io);
+}
+
+/* Hand the just opened @io to the open's hook; on failure it is closed. */
+static int hook_io(struct csdfs_meta *meta, struct csdfs_io *io)
+{
+	int rc = meta->io_hook ? meta->io_hook(io, meta->io_hook_arg) : 0;
+
+	if (rc)
+		csdfs_io_close(io);
+	return rc;
 }
 
 /* LMDB 0.9 data format, read here only to choose between the two meta
@@ -230,38 +252,49 @@ static void lm_parse(const unsigned char *page, struct lm_meta *m)
 
 /*
  * Make data.mdb at @datafile describe the snapshot the durability record
- * @fd names (see DURABILITY RECORD). *rolled: a commit was rolled back.
+ * names (see DURABILITY RECORD). *rolled: a commit was rolled back.
  * *recorded: the id data.mdb now ends at, known durable; UINT64_MAX when
- * the record had no whole slot.
+ * the record had no whole slot. A file too short for its meta pages is
+ * -EUCLEAN; a failed read or write is its -errno.
  */
-static int rollback_unsynced(const char *datafile, int fd, bool *rolled,
-			     uint64_t *recorded)
+static int rollback_unsynced(struct csdfs_meta *meta, const char *datafile,
+			     bool *rolled, uint64_t *recorded)
 {
 	unsigned char page[LM_META_END];
+	struct csdfs_io dio;
 	struct lm_meta m[2];
 	uint64_t durable = 0;
 	uint32_t psize;
-	int dfd, newer, rc;
+	int newer, rc;
 
 	*rolled = false;
 	*recorded = UINT64_MAX;
-	dfd = open(datafile, O_RDWR | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
+	rc = csdfs_io_open_file(&dio, datafile, false, CSDFS_IO_META_DATA);
+	if (!rc)
+		rc = hook_io(meta, &dio);
+	if (rc)
+		return rc;
 	rc = -EUCLEAN;
-	if (pread(dfd, page, sizeof(page), 0) != (ssize_t)sizeof(page))
-		goto out;
+	if (dio.size < sizeof(page))
+		goto out_close;
+	rc = csdfs_io_pread(&dio, page, sizeof(page), 0);
+	if (rc)
+		goto out_close;
+	rc = -EUCLEAN;
 	memcpy(&psize, page + LM_PSIZE_AT, 4);
 	lm_parse(page, &m[0]);
-	if (!m[0].valid || psize < 512 || psize > 65536 || (psize & (psize - 1)))
-		goto out;
-	if (pread(dfd, page, sizeof(page), psize) != (ssize_t)sizeof(page))
-		goto out;
+	if (!m[0].valid || psize < 512 || psize > 65536 || (psize & (psize - 1)) ||
+	    dio.size < psize + sizeof(page))
+		goto out_close;
+	rc = csdfs_io_pread(&dio, page, sizeof(page), psize);
+	if (rc)
+		goto out_close;
+	rc = -EUCLEAN;
 	lm_parse(page, &m[1]);
 	if (!m[1].valid)
-		goto out;
+		goto out_close;
 	newer = m[1].txnid > m[0].txnid;
-	rc = synced_read(fd, &durable);
+	rc = synced_read(&meta->record, &durable);
 	/* A record with no whole slot was cut while the first open made it:
 	 * nothing was committed since the environment's last synchronous
 	 * state (a volume older than records), or mkfs never finished. */
@@ -269,39 +302,39 @@ static int rollback_unsynced(const char *datafile, int fd, bool *rolled,
 		if (!rc)
 			*recorded = durable;
 		rc = 0;
-		goto out;
+		goto out_close;
 	}
 	if (rc)
-		goto out;
+		goto out_close;
 	/* Only the one commit after the recorded one can be on disk. */
 	rc = -EUCLEAN;
 	if (m[newer].txnid != durable + 1 || m[!newer].txnid != durable)
-		goto out;
-	if (pwrite(dfd, m[!newer].rec, sizeof(m[!newer].rec),
-		   (off_t)newer * psize + LM_META_AT) != (ssize_t)sizeof(m[!newer].rec) ||
-	    fdatasync(dfd)) {
-		rc = errno ? -errno : -EIO;
-		goto out;
-	}
+		goto out_close;
+	rc = csdfs_io_pwrite(&dio, m[!newer].rec, sizeof(m[!newer].rec),
+			     (uint64_t)newer * psize + LM_META_AT);
+	if (!rc)
+		rc = csdfs_io_sync(&dio);
+	if (rc)
+		goto out_close;
 	*rolled = true;
 	*recorded = durable;
-	rc = 0;
-out:
-	close(dfd);
+out_close:
+	csdfs_io_close(&dio);
 	return rc;
 }
 
-/* Open the durability record of @dir, creating it with @create (then its
- * directory entry is synced: the record must survive a crash too). */
-static int synced_open(const char *dir, bool create)
+/* Open the durability record of @dir into meta->record, creating it with
+ * @create (then its directory entry is synced: the record must survive a
+ * crash too). @return 0, -ENOENT (none, without @create), -errno. */
+static int synced_open(struct csdfs_meta *meta, const char *dir, bool create)
 {
 	char path[4096];
-	int fd, dfd;
+	int dfd, rc;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, SYNCED_FILE);
-	fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
-	if (fd < 0)
-		return -errno;
+	rc = csdfs_io_open_file(&meta->record, path, create, CSDFS_IO_META_RECORD);
+	if (rc)
+		return rc;
 	if (create) {
 		dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd >= 0) {
@@ -309,7 +342,29 @@ static int synced_open(const char *dir, bool create)
 			close(dfd);
 		}
 	}
-	return fd;
+	return hook_io(meta, &meta->record);
+}
+
+/*
+ * Take LMDB's descriptor on data.mdb into meta->data, so that data.mdb's
+ * sync goes through the seam. The call it replaces, mdb_env_sync(env, 1),
+ * is without MDB_WRITEMAP (never set here) one fdatasync of that very
+ * descriptor: LMDB 0.9.24 mdb.c, mdb_env_sync calls
+ * MDB_FDATASYNC(env->me_fd), fdatasync on Linux, and mdb_env_get_fd
+ * returns me_fd. (LMDB would call fsync instead on ext3/ext4 under Linux
+ * before 3.6, whose fdatasync was broken: MDB_FSYNCONLY.) LMDB still
+ * writes its pages itself, unsynced (MDB_NOSYNC): this sync is what makes
+ * them durable.
+ */
+static int data_wrap(struct csdfs_meta *meta)
+{
+	mdb_filehandle_t fd;
+	int rc;
+
+	rc = mdb_err(mdb_env_get_fd(meta->env, &fd));
+	if (!rc)
+		rc = csdfs_io_wrap_fd(&meta->data, fd, CSDFS_IO_META_DATA);
+	return rc ? rc : hook_io(meta, &meta->data);
 }
 
 static int open_dbis(struct csdfs_meta *meta, bool create)
@@ -333,6 +388,7 @@ static int open_dbis(struct csdfs_meta *meta, bool create)
 }
 
 int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
+		    int (*io_hook)(struct csdfs_io *io, void *arg), void *io_hook_arg,
 		    struct csdfs_meta **out)
 {
 	struct csdfs_meta *meta;
@@ -347,7 +403,8 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 	if (!meta)
 		return -ENOMEM;
 	pthread_mutex_init(&meta->sync_lock, NULL);
-	meta->synced_fd = -1;
+	meta->io_hook = io_hook;
+	meta->io_hook_arg = io_hook_arg;
 	meta->durable = UINT64_MAX;    /* unknown: the first sync records */
 	/* No record yet: a new environment, or one made before records
 	 * existed, whose commits were all synchronous. It gets one below,
@@ -362,17 +419,14 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 			goto out_free;
 		}
 	}
-	meta->synced_fd = synced_open(dir, false);
-	if (meta->synced_fd < 0 && meta->synced_fd != -ENOENT) {
-		rc = meta->synced_fd;
+	rc = synced_open(meta, dir, false);
+	if (rc && rc != -ENOENT)
 		goto out_free;
-	}
-	if (meta->synced_fd >= 0) {
+	if (!rc) {
 		bool rolled;
 
 		/* A record that matches data.mdb spares the open a sync. */
-		rc = rollback_unsynced(datafile, meta->synced_fd, &rolled,
-				       &meta->durable);
+		rc = rollback_unsynced(meta, datafile, &rolled, &meta->durable);
 		if (rc)
 			goto out_free;
 		if (rolled)
@@ -403,6 +457,9 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 		rc = mdb_err(rc);
 		goto out_close;
 	}
+	rc = data_wrap(meta);
+	if (rc)
+		goto out_close;
 	/* A data file shorter than the pages LMDB says it holds would fault
 	 * (SIGBUS) on first access: refuse it as corrupt instead. */
 	if (!create) {
@@ -423,10 +480,8 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 		MDB_envinfo info;
 
 		/* Record the state as opened (open_dbis may have committed). */
-		if (meta->synced_fd < 0) {
-			meta->synced_fd = synced_open(dir, true);
-			rc = meta->synced_fd < 0 ? meta->synced_fd : 0;
-		}
+		if (!meta->record.ops)
+			rc = synced_open(meta, dir, true);
 		if (!rc)
 			rc = mdb_err(mdb_env_info(meta->env, &info));
 		if (!rc) {
@@ -436,14 +491,16 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 		if (rc)
 			goto out_close;
 	}
+	meta->io_hook = NULL;
+	meta->io_hook_arg = NULL;
 	*out = meta;
 	return 0;
 
 out_close:
+	csdfs_io_close(&meta->data);
 	mdb_env_close(meta->env);
 out_free:
-	if (meta->synced_fd >= 0)
-		close(meta->synced_fd);
+	csdfs_io_close(&meta->record);
 	pthread_mutex_destroy(&meta->sync_lock);
 	free(meta);
 	return rc;
@@ -453,8 +510,9 @@ void csdfs_meta_close(struct csdfs_meta *meta)
 {
 	if (!meta)
 		return;
+	csdfs_io_close(&meta->data);
 	mdb_env_close(meta->env);
-	close(meta->synced_fd);
+	csdfs_io_close(&meta->record);
 	pthread_mutex_destroy(&meta->sync_lock);
 	free(meta);
 }
@@ -504,7 +562,7 @@ static int sync_part(void *ctx, size_t i)
 {
 	struct csdfs_meta *meta = ctx;
 
-	return i ? meta->companion(meta->companion_arg) : mdb_err(mdb_env_sync(meta->env, 1));
+	return i ? meta->companion(meta->companion_arg) : csdfs_io_sync(&meta->data);
 }
 
 /* Sync data.mdb and the companion (side by side on @pool, if any), then
@@ -518,7 +576,7 @@ static int sync_locked(struct csdfs_meta *meta, struct csdfs_pool *pool)
 		return 0;
 	rc = csdfs_pool_run(pool, meta->companion ? 2 : 1, sync_part, meta);
 	if (!rc)
-		rc = synced_write(meta->synced_fd, id);
+		rc = synced_write(&meta->record, id);
 	if (!rc)
 		meta->durable = id;
 	return rc;

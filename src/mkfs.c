@@ -64,7 +64,8 @@ static int init_meta(const char *metadir, const struct csdfs_super *sb)
 	int rc;
 
 	rc = csdfs_meta_open(metadir, true,
-			     csdfs_meta_mapsize(sb->total_blocks, sb->logical_bytes), &meta);
+			     csdfs_meta_mapsize(sb->total_blocks, sb->logical_bytes),
+			     NULL, NULL, &meta);
 	if (rc)
 		return rc;
 	rc = csdfs_meta_begin(meta, NULL, &txn);

@@ -202,14 +202,20 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 	}
 	rc = csdfs_meta_open(mpath, false,
 			     csdfs_meta_mapsize(vol->sb.total_blocks, vol->sb.logical_bytes),
+			     opts ? opts->io_hook : NULL, opts ? opts->io_hook_arg : NULL,
 			     &vol->meta);
 	if (rc == -ENOENT) {
 		snprintf(err, errlen, "volume '%s' has no metadata environment (%s/data.mdb missing)",
 			 path, mpath);
 		goto out_free;
 	}
-	if (rc) {
+	if (rc == -EUCLEAN) {
 		snprintf(err, errlen, "metadata environment of '%s' is corrupt or foreign: %s",
+			 path, strerror(-rc));
+		goto out_free;
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot open the metadata environment of '%s': %s",
 			 path, strerror(-rc));
 		goto out_free;
 	}

@@ -54,8 +54,13 @@ struct csdfs_mount_opts {
 	bool no_punch;             /* keep freed ranges allocated in the host */
 	uint64_t cache_size;       /* decoded-chunk cache bytes; 0 = default */
 	bool no_cache;             /* no decoded-chunk cache at all */
-	/* Tests: called on the container's I/O right after it is opened
-	 * (e.g. csdfs_io_fault_install). A non-zero return fails the open. */
+	/* Tests: called on each file's I/O right after it is opened, from
+	 * the opening thread: the container's (io->role CSDFS_IO_CONTAINER),
+	 * then the metadata files' (CSDFS_IO_META_*, see csdfs_meta_open).
+	 * A hook meant for the container alone checks io->role. E.g.
+	 * csdfs_io_fault_install, with one fault for all of them: the Nth
+	 * call then counts across the volume's files. A non-zero return
+	 * fails the open. */
 	int (*io_hook)(struct csdfs_io *io, void *arg);
 	void *io_hook_arg;
 	/* Tests only: the container's I/O goes through the tearing backend

@@ -1,21 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The I/O seam: every container pread/pwrite/sync/fallocate goes through one
- * ops table, so tests can inject faults (fail the Nth call with an errno) or
- * drop unsynced writes without touching the code that issues them.
+ * The I/O seam: every byte csdfs itself reads, writes or syncs on disk goes
+ * through one ops table: the container, and the metadata layer's own files
+ * (its durability record, the meta-page rollback of data.mdb, and the sync
+ * of data.mdb that LMDB would otherwise make). So tests can inject faults
+ * (fail the Nth call with an errno) or drop unsynced writes without
+ * touching the code that issues them. Not through it: the pages LMDB
+ * itself writes into data.mdb (its own pwrite calls; only their sync
+ * passes here), and directory syncs after a file is created.
  */
 #ifndef CSDFS_IO_H
 #define CSDFS_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 struct csdfs_io;
 
+/*
+ * Which file a csdfs_io is, so that a hook (struct csdfs_mount_opts.io_hook,
+ * csdfs_meta_open) can choose the ones it wraps. Set by whoever opens it;
+ * a wrapper keeps it.
+ */
+enum csdfs_io_role {
+	CSDFS_IO_CONTAINER,       /* the volume's container */
+	CSDFS_IO_META_DATA,       /* the metadata environment's data.mdb */
+	CSDFS_IO_META_RECORD,     /* the metadata durability record (meta/synced) */
+};
+
+/*
+ * Every op may be called from any thread, concurrently with the others,
+ * except close.
+ */
 struct csdfs_io_ops {
-	/* Each returns 0 (all bytes transferred) or -errno; short I/O past
-	 * the end of the container is -EIO. Thread-safe. */
+	/* Each returns 0 (all bytes transferred) or -errno; a read past the
+	 * end of the file is -EIO, and so is a container write past the
+	 * container's size (other files grow). */
 	int (*pread)(struct csdfs_io *io, void *buf, size_t len, uint64_t off);
 	/* Optional: the same for a large streaming read whose bytes the
 	 * caller's consumer caches itself (the FUSE mount's page cache), so
@@ -25,9 +47,13 @@ struct csdfs_io_ops {
 			    uint64_t off);
 	int (*pwrite)(struct csdfs_io *io, const void *buf, size_t len,
 		      uint64_t off);
+	/* Make the file's completed writes durable, whoever made them
+	 * (fdatasync). */
 	int (*sync)(struct csdfs_io *io);
 	/* Give [off, off + len) back to the host (punch a hole). */
 	int (*punch)(struct csdfs_io *io, uint64_t off, uint64_t len);
+	/* Release the backend (closing the descriptors it owns); once, with
+	 * no other call in flight. */
 	void (*close)(struct csdfs_io *io);
 };
 
@@ -35,10 +61,13 @@ struct csdfs_io {
 	const struct csdfs_io_ops *ops;
 	int fd;
 	int dfd;                  /* posix: the container opened O_DIRECT for
-	                           * reading, or -1 where the host refuses it */
+	                           * reading, or -1 where the host refuses it
+	                           * (and for plain files) */
 	int dfd_refused;          /* posix: its reads failed with EINVAL, so
 	                           * they are no longer tried (atomic) */
-	uint64_t size;            /* container size in bytes */
+	uint64_t size;            /* file size in bytes when opened (the
+	                           * container's never changes) */
+	enum csdfs_io_role role;
 	void *priv;               /* backend state (fault injection) */
 };
 
@@ -48,6 +77,23 @@ struct csdfs_io {
  * @return 0, -EBUSY if another process holds the volume, -errno otherwise.
  */
 int csdfs_io_open_posix(struct csdfs_io *io, const char *path);
+
+/*
+ * csdfs_io_open_file - open the plain file at @path read-write as @role:
+ * one buffered descriptor, no lock, no O_DIRECT; writes may grow it. With
+ * @create it is made (mode 0600) if missing.
+ * @return 0 or -errno from open(2) (-ENOENT: missing, without @create).
+ */
+int csdfs_io_open_file(struct csdfs_io *io, const char *path, bool create,
+		       enum csdfs_io_role role);
+
+/*
+ * csdfs_io_wrap_fd - the seam over a descriptor someone else owns (LMDB's
+ * on data.mdb): the ops use @fd as csdfs_io_open_file's do, and close
+ * leaves it open. @fd must stay open until csdfs_io_close(@io).
+ * @return 0 or -errno from fstat(2).
+ */
+int csdfs_io_wrap_fd(struct csdfs_io *io, int fd, enum csdfs_io_role role);
 
 static inline int csdfs_io_pread(struct csdfs_io *io, void *buf, size_t len,
 				 uint64_t off)
@@ -117,7 +163,9 @@ struct csdfs_io_fault {
 	unsigned long long failed;/* out: calls failed */
 };
 
-/* Interpose @f on @io. @f must outlive @io. @return 0 or -ENOMEM. */
+/* Interpose @f on @io. @f must outlive @io. One @f may be installed on
+ * several csdfs_io (a volume's container and its metadata files): the Nth
+ * call then counts across all of them. @return 0 or -ENOMEM. */
 int csdfs_io_fault_install(struct csdfs_io *io, struct csdfs_io_fault *f);
 
 /*

@@ -37,6 +37,7 @@ enum csdfs_db {
 	CSDFS_DB_COUNT
 };
 
+struct csdfs_io;
 struct csdfs_meta;
 struct csdfs_pool;
 struct csdfs_txn;
@@ -51,11 +52,22 @@ struct csdfs_val {
 
 /*
  * csdfs_meta_open - open (or with @create, create) the environment in the
- * directory @dir, reserving @mapsize bytes of address space.
+ * directory @dir, reserving @mapsize bytes of address space. Every file
+ * I/O the layer makes itself goes through a struct csdfs_io (io.h): the
+ * durability record's (role CSDFS_IO_META_RECORD, open as long as @out),
+ * the rollback's reads and writes of data.mdb at open and data.mdb's sync
+ * (both CSDFS_IO_META_DATA, the latter on LMDB's own descriptor, open as
+ * long as @out). @io_hook, if not NULL, is called as @io_hook(io,
+ * @io_hook_arg) on each right after it is opened (the same contract as
+ * struct csdfs_mount_opts.io_hook: e.g. csdfs_io_fault_install), from this
+ * thread, before any I/O through it; a non-zero return fails the open
+ * with it. The pages LMDB writes itself do not pass the seam.
  * @return 0, -ENOENT if it does not exist, -EUCLEAN if it is not a valid
- * LMDB environment or lacks csdfs's sub-databases, -errno otherwise.
+ * LMDB environment or lacks csdfs's sub-databases, the hook's error,
+ * -errno otherwise (-EIO and the like from a failed read, write or sync).
  */
 int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
+		    int (*io_hook)(struct csdfs_io *io, void *arg), void *io_hook_arg,
 		    struct csdfs_meta **out);
 void csdfs_meta_close(struct csdfs_meta *meta);
 

@@ -916,7 +916,7 @@ static void damage(struct fixture *fx, int what, uint64_t a, uint64_t b)
 	uint64_t v, taken;
 
 	snprintf(metadir, sizeof(metadir), "%s/%s", fx->path, CSDFS_META_DIR_NAME);
-	ck_assert_int_eq(csdfs_meta_open(metadir, false, 2ull << 30, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(metadir, false, 2ull << 30, NULL, NULL, &m), 0);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &txn), 0);
 	switch (what) {
 	case DMG_DROP_PHYS:

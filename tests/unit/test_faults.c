@@ -2,8 +2,12 @@
 /*
  * Fault injection through the I/O seam (STYLE.md habits 10 and 11; SPEC G1,
  * G2, G4). A fixed workload runs through the csdfs_fs_* API (no FUSE) on a
- * fresh volume whose container I/O fails at the Nth call, for every N the
- * workload reaches, with EIO and ENOSPC, once and sticky. The workload is
+ * fresh volume whose I/O fails at the Nth call, for every N the workload
+ * reaches, with EIO and ENOSPC, once and sticky. The count runs across all
+ * of the volume's files: the container, and the metadata layer's own I/O
+ * (reads and writes of its durability record, the meta-page rollback of
+ * data.mdb at open, and data.mdb's sync; LMDB writes its pages itself,
+ * outside the seam, but a failed sync stands for their loss). The workload is
  * two sessions: the volume is closed and reopened in between under the same
  * fault (its count goes on), so opening a used volume and reading cold
  * chunks are faulted too. Then:
@@ -14,8 +18,12 @@
  *   - csdfs_vol_close may fail, but csdfs_fsck (verify_data) is clean;
  *   - reopened without faults, every file holds its content as of its last
  *     acknowledged fsync (or O_SYNC write), or a later state its successful
- *     writes produced: the volume never goes back past an acknowledged
- *     fsync and never shows a state that was not written.
+ *     writes produced, or what an O_SYNC write that failed would have made
+ *     it (its commit may have reached the disk: a failed sync of the
+ *     durability record leaves the record written but its durability
+ *     unknown, and either way is consistent): the volume never goes back
+ *     past an acknowledged fsync and never shows a state that was not
+ *     written.
  * A hang (no return within FAULT_RUN_SECONDS) aborts with the case named.
  *
  * The main sweeps run without the commit thread (no_commit_thread), so
@@ -117,6 +125,7 @@ struct mfile {
 struct run {
 	struct csdfs_vol *vol;
 	struct csdfs_io_fault fault;
+	struct csdfs_io_fault meta_seen;  /* counts the metadata files' calls */
 	const char *tag;          /* "N=12 err=EIO once", for messages */
 	struct csdfs_cred cred;
 	uint64_t dir;             /* ino of "dir", or root if not created */
@@ -152,18 +161,24 @@ static void problem(struct run *r, const char *fmt, ...)
 		fprintf(stderr, "test_faults: %s\n", line);
 }
 
-static void state_push(struct mfile *m)
+/* @data (@len bytes) may be found after reopen. */
+static void state_push_data(struct mfile *m, const unsigned char *data, size_t len)
 {
 	struct state *s = realloc(m->states, (m->nstates + 1) * sizeof(*s));
 
 	ck_assert_ptr_nonnull(s);
 	m->states = s;
-	s[m->nstates].data = malloc(m->len ? m->len : 1);
+	s[m->nstates].data = malloc(len ? len : 1);
 	ck_assert_ptr_nonnull(s[m->nstates].data);
-	if (m->len)
-		memcpy(s[m->nstates].data, m->cur, m->len);
-	s[m->nstates].len = m->len;
+	if (len)
+		memcpy(s[m->nstates].data, data, len);
+	s[m->nstates].len = len;
 	m->nstates++;
+}
+
+static void state_push(struct mfile *m)
+{
+	state_push_data(m, m->cur, m->len);
 }
 
 static void states_clear(struct mfile *m)
@@ -264,6 +279,18 @@ static void w_write(struct run *r, int fi, uint64_t off, size_t len,
 			m->may_vanish = false;
 		}
 		state_push(m);
+	} else if (sync) {
+		/* Failed in its commit's sync, it may still be durable (see
+		 * the top): a possible state, not the session's. */
+		size_t n = off + len > m->len ? off + len : m->len;
+		unsigned char *maybe = calloc(1, n);
+
+		ck_assert_ptr_nonnull(maybe);
+		if (m->len)
+			memcpy(maybe, m->cur, m->len);
+		memcpy(maybe + off, buf, len);
+		state_push_data(m, maybe, n);
+		free(maybe);
 	}
 	free(buf);
 }
@@ -538,9 +565,16 @@ static void check_files(struct run *r, struct csdfs_vol *vol, bool session)
 
 /* ---- one run ------------------------------------------------------------- */
 
+/* One fault for all the volume's files; the metadata files' calls are
+ * counted apart too (outside it: a failed call counts). */
 static int install_fault(struct csdfs_io *io, void *arg)
 {
-	return csdfs_io_fault_install(io, arg);
+	struct run *r = arg;
+	int rc = csdfs_io_fault_install(io, &r->fault);
+
+	if (!rc && io->role != CSDFS_IO_CONTAINER)
+		rc = csdfs_io_fault_install(io, &r->meta_seen);
+	return rc;
 }
 
 /* A hang names its case and aborts (check reports the signal). */
@@ -617,6 +651,7 @@ static void fresh_volume(const char *vpath)
 
 struct outcome {
 	unsigned long long calls;   /* fault-counted I/O calls seen */
+	unsigned long long meta_calls;  /* of them on the metadata files */
 	unsigned long long failed;  /* calls failed by the fault */
 	bool open_failed, close_failed;
 	unsigned ops, failed_ops;
@@ -649,6 +684,7 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 	r.fault.nth = nth;
 	r.fault.err = err;
 	r.fault.sticky = sticky;
+	r.meta_seen.kinds = CSDFS_IO_ALL;
 	snprintf(hang_msg, sizeof(hang_msg),
 		 "test_faults: %s: no return within %d s (hang)\n", tag, FAULT_RUN_SECONDS);
 
@@ -661,7 +697,7 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 	/* Faulted part: a failed commit logs at LOG_CRIT; expected here. */
 	csdfs_log_set_level(-1);
 	mo.io_hook = install_fault;
-	mo.io_hook_arg = &r.fault;
+	mo.io_hook_arg = &r;
 	msg[0] = '\0';
 	rc = csdfs_vol_open(vpath, &mo, &vol, msg, sizeof(msg));
 	if (rc) {
@@ -712,6 +748,7 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 		}
 	}
 	out->calls = r.fault.calls;
+	out->meta_calls = r.meta_seen.calls;
 	out->failed = r.fault.failed;
 	out->ops = r.ops;
 	out->failed_ops = r.failed_ops;
@@ -746,7 +783,7 @@ static unsigned one_run(unsigned long long nth, int err, bool sticky, bool threa
 
 /* ---- the tests ----------------------------------------------------------- */
 
-static unsigned long long count_calls(bool thread)
+static unsigned long long count_calls(bool thread, unsigned long long *meta_calls)
 {
 	struct outcome o;
 	unsigned p = one_run(0, EIO, false, thread, &o);
@@ -757,14 +794,22 @@ static unsigned long long count_calls(bool thread)
 		      "operations failed without a fault");
 	ck_assert_msg(o.calls > 10, "only %llu I/O calls: the workload does no I/O?",
 		      o.calls);
+	/* The sweeps must reach the metadata files too. */
+	ck_assert_msg(o.meta_calls > 0 && o.meta_calls < o.calls,
+		      "%llu of %llu I/O calls on the metadata files: the hook does not "
+		      "reach them, or nothing else", o.meta_calls, o.calls);
+	if (meta_calls)
+		*meta_calls = o.meta_calls;
 	return o.calls;
 }
 
 START_TEST(test_no_fault)
 {
-	unsigned long long c = count_calls(false);
+	unsigned long long meta;
+	unsigned long long c = count_calls(false, &meta);
 
-	fprintf(stderr, "test_faults: the workload makes %llu container I/O calls\n", c);
+	fprintf(stderr, "test_faults: the workload makes %llu I/O calls: %llu on the "
+		"container, %llu on the metadata files\n", c, c - meta, meta);
 	fixture_clear();
 }
 END_TEST
@@ -782,7 +827,7 @@ START_TEST(test_fault_sweep)
 {
 	int err = sweeps[_i].err;
 	bool sticky = sweeps[_i].sticky, thread = sweeps[_i].thread;
-	unsigned long long c = count_calls(thread);
+	unsigned long long c = count_calls(thread, NULL);
 	unsigned long long open_failed = 0, close_failed = 0, ops_failed = 0;
 	unsigned bad_runs = 0;
 
@@ -987,6 +1032,51 @@ START_TEST(test_posix_direct_reads)
 }
 END_TEST
 
+/*
+ * The metadata files' backends: a plain file is made on request and grows
+ * by its writes (the container's never does); a read past its end is -EIO.
+ * A wrapped descriptor stays its owner's: closing the csdfs_io leaves it
+ * open. Each keeps the role it was opened with, under a fault wrapper too.
+ */
+START_TEST(test_posix_plain_files)
+{
+	struct csdfs_io_fault f = { .kinds = CSDFS_IO_SYNC };
+	char path[1100], buf[600] = "", got[600];
+	struct csdfs_io io, wrap;
+	int fd;
+
+	fixture_path(path, sizeof(path), "direct");
+	unlink(path);
+	ck_assert_int_eq(csdfs_io_open_file(&io, path, false, CSDFS_IO_META_RECORD), -ENOENT);
+	ck_assert_int_eq(csdfs_io_open_file(&io, path, true, CSDFS_IO_META_RECORD), 0);
+	ck_assert_int_eq(io.role, CSDFS_IO_META_RECORD);
+	ck_assert_uint_eq(io.size, 0);
+	memset(buf, 'r', sizeof(buf));
+	ck_assert_int_eq(csdfs_io_pwrite(&io, buf, sizeof(buf), 512), 0);
+	ck_assert_int_eq(csdfs_io_pread(&io, got, sizeof(got), 512), 0);
+	ck_assert(!memcmp(got, buf, sizeof(buf)));
+	ck_assert_int_eq(csdfs_io_pread(&io, got, sizeof(got), 1000), -EIO);
+	ck_assert_int_eq(csdfs_io_fault_install(&io, &f), 0);
+	ck_assert_int_eq(io.role, CSDFS_IO_META_RECORD);
+	ck_assert_int_eq(csdfs_io_sync(&io), 0);
+	ck_assert_uint_eq(f.calls, 1);
+	csdfs_io_close(&io);
+
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(csdfs_io_wrap_fd(&wrap, fd, CSDFS_IO_META_DATA), 0);
+	ck_assert_int_eq(wrap.role, CSDFS_IO_META_DATA);
+	ck_assert_uint_eq(wrap.size, 512 + sizeof(buf));
+	ck_assert_int_eq(csdfs_io_pread(&wrap, got, sizeof(got), 512), 0);
+	ck_assert(!memcmp(got, buf, sizeof(buf)));
+	ck_assert_int_eq(csdfs_io_sync(&wrap), 0);
+	csdfs_io_close(&wrap);
+	ck_assert_int_eq(fcntl(fd, F_GETFD), FD_CLOEXEC);   /* still open */
+	close(fd);
+	unlink(path);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
 	Suite *s = suite_create("faults");
@@ -997,6 +1087,7 @@ static Suite *faults_suite(void)
 	tcase_add_test(base, test_no_fault);
 	tcase_add_test(base, test_fault_seam_threads);
 	tcase_add_test(base, test_posix_direct_reads);
+	tcase_add_test(base, test_posix_plain_files);
 	suite_add_tcase(s, base);
 
 	/* Generous: each sweep is a few hundred volume lifecycles, and the

@@ -30,8 +30,8 @@
 #include <lmdb.h>
 
 #include "fixture.h"
-#include "sync_fault.h"
 #include "csdfs/csum.h"
+#include "csdfs/io.h"
 #include "csdfs/meta.h"
 
 #define MAPSIZE (64ull << 20)
@@ -69,7 +69,7 @@ static struct csdfs_meta *open_new(const char *dir)
 {
 	struct csdfs_meta *m = NULL;
 
-	ck_assert_int_eq(csdfs_meta_open(dir, true, MAPSIZE, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(dir, true, MAPSIZE, NULL, NULL, &m), 0);
 	ck_assert_ptr_nonnull(m);
 	return m;
 }
@@ -83,11 +83,11 @@ START_TEST(test_open_missing)
 
 	fixture_dir(dir, sizeof(dir), "missing");
 	/* An empty directory holds no environment. */
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), -ENOENT);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), -ENOENT);
 	ck_assert_ptr_null(m);
 	/* Nor does a directory that does not exist. */
 	snprintf(nodir, sizeof(nodir), "%s/nope", dir);
-	ck_assert_int_eq(csdfs_meta_open(nodir, false, MAPSIZE, &m), -ENOENT);
+	ck_assert_int_eq(csdfs_meta_open(nodir, false, MAPSIZE, NULL, NULL, &m), -ENOENT);
 	ck_assert_ptr_null(m);
 	/* Opening without create must not have created anything. */
 	ck_assert_int_ne(access(nodir, F_OK), 0);
@@ -200,7 +200,7 @@ START_TEST(test_map_full)
 	int rc = 0, i;
 
 	fixture_dir(dir, sizeof(dir), "mapfull");
-	ck_assert_int_eq(csdfs_meta_open(dir, true, 1u << 20, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(dir, true, 1u << 20, NULL, NULL, &m), 0);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 	put_str(t, CSDFS_DB_META, "keep", 4, "me");
 	ck_assert_int_eq(csdfs_meta_commit(t), 0);
@@ -283,7 +283,7 @@ START_TEST(test_nested_abort_and_commit)
 	csdfs_meta_close(m);
 
 	/* Reopen: exactly the committed state. */
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), 0);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
 	expect_val(p, CSDFS_DB_META, "base", 4, "b0");
 	expect_val(p, CSDFS_DB_META, "parent", 6, "p1");
@@ -321,7 +321,7 @@ START_TEST(test_persist_reopen)
 
 	/* Reopen twice (the second reopen sees the first one's state). */
 	for (int round = 0; round < 2; round++) {
-		ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+		ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), 0);
 		ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 		for (int db = 0; db < CSDFS_DB_COUNT; db++) {
 			char val[32];
@@ -573,13 +573,13 @@ START_TEST(test_garbage_env)
 		fixture_dir(dir, sizeof(dir), name);
 		snprintf(f, sizeof(f), "%s/data.mdb", dir);
 		write_file(f, junk, sizes[i]);
-		rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
+		rc = csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m);
 		ck_assert_msg(rc == -EUCLEAN,
 			      "%zu garbage bytes: open gave %d (%s), want -EUCLEAN",
 			      sizes[i], rc, strerror(-rc));
 		ck_assert_ptr_null(m);
 		/* create=true must not "repair" garbage either. */
-		rc = csdfs_meta_open(dir, true, MAPSIZE, &m);
+		rc = csdfs_meta_open(dir, true, MAPSIZE, NULL, NULL, &m);
 		ck_assert_msg(rc == -EUCLEAN, "%zu garbage bytes, create: open gave %d (%s)",
 			      sizes[i], rc, strerror(-rc));
 	}
@@ -597,7 +597,7 @@ START_TEST(test_empty_data_file)
 	fixture_dir(dir, sizeof(dir), "empty");
 	snprintf(f, sizeof(f), "%s/data.mdb", dir);
 	write_file(f, "", 0);
-	rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
+	rc = csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m);
 	ck_assert_msg(rc == -EUCLEAN, "open gave %d (%s)", rc, strerror(-rc));
 }
 END_TEST
@@ -665,7 +665,7 @@ START_TEST(test_foreign_env)
 
 		fixture_dir(dir, sizeof(dir), cases[i].name);
 		make_foreign(dir, cases[i].fill);
-		rc = csdfs_meta_open(dir, false, MAPSIZE, &m);
+		rc = csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m);
 		ck_assert_msg(rc == -EUCLEAN, "%s env: open gave %d (%s), want -EUCLEAN",
 			      cases[i].name, rc, strerror(-rc));
 		ck_assert_ptr_null(m);
@@ -700,7 +700,7 @@ static void expect_k(const char *dir, const char *want)
 	struct csdfs_meta *m = NULL;
 	struct csdfs_txn *t;
 
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), 0);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &t), 0);
 	expect_val(t, CSDFS_DB_META, "k", 1, want);
 	csdfs_meta_abort(t);
@@ -772,13 +772,13 @@ START_TEST(test_unsynced_commit_rolled_back)
 
 	expect_k(dir, "durable");
 	ck_assert_uint_eq(last_txnid(dir), id);
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), 0);
 	commit_k(m, "after");
 	csdfs_meta_close(m);
 	expect_k(dir, "after");
 
 	/* Synced, the same commit stays. */
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), 0);
 	commit_k_unsynced(m, "synced");
 	ck_assert_int_eq(csdfs_meta_sync(m), 0);
 	csdfs_meta_close(m);
@@ -786,19 +786,25 @@ START_TEST(test_unsynced_commit_rolled_back)
 }
 END_TEST
 
+static int install_fault(struct csdfs_io *io, void *arg)
+{
+	return csdfs_io_fault_install(io, arg);
+}
+
 /* A rollback that cannot be made durable fails the open, with the
  * environment still one commit ahead of its record; a later open (the disk
  * working again) rolls it back. */
 START_TEST(test_rollback_sync_fails)
 {
+	/* The first sync of either file (the rollback's, of data.mdb) fails. */
+	struct csdfs_io_fault f = { .kinds = CSDFS_IO_SYNC, .nth = 1, .err = EIO };
 	char dir[512];
 	struct csdfs_meta *m = NULL;
 	uint64_t id;
 
 	id = env_one_unsynced("rollbackfail", dir, sizeof(dir));
-	meta_syncs_left = 0;
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), -EIO);
-	ck_assert_int_eq(meta_syncs_left, -1);          /* it did fire */
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, install_fault, &f, &m), -EIO);
+	ck_assert_uint_eq(f.failed, 1);                 /* it did fire */
 	ck_assert_ptr_null(m);
 	expect_k(dir, "durable");
 	ck_assert_uint_eq(last_txnid(dir), id);
@@ -853,7 +859,7 @@ START_TEST(test_companion_gates_record)
 
 	/* A commit made while the one before is unrecorded runs it too. */
 	m = NULL;
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), 0);
 	csdfs_meta_set_companion(m, companion, NULL);
 	commit_k_unsynced(m, "three");
 	commit_k_unsynced(m, "four");
@@ -971,10 +977,10 @@ START_TEST(test_record_mismatch)
 	write_record(dir, 0, id - 2);
 	write_record(dir, 1, id - 3);
 	m = NULL;
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), -EUCLEAN);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), -EUCLEAN);
 	ck_assert_ptr_null(m);
 	write_record(dir, (int)((id + 1) % 2), id + 1);
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), -EUCLEAN);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), -EUCLEAN);
 	ck_assert_uint_eq(last_txnid(dir), id);        /* nothing was changed */
 
 	snprintf(path, sizeof(path), "%s/synced", dir);
@@ -1010,7 +1016,7 @@ START_TEST(test_open_matching_record_writes_nothing)
 	ck_assert_uint_eq(last_txnid(dir), id);
 
 	/* A commit after it still moves the record. */
-	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(dir, false, MAPSIZE, NULL, NULL, &m), 0);
 	commit_k(m, "two");
 	csdfs_meta_close(m);
 	ck_assert_int_eq(stat(path, &st), 0);

@@ -36,7 +36,6 @@
 #include "csdfs/log.h"
 #include "csdfs/meta.h"
 #include "fixture.h"
-#include "sync_fault.h"
 
 #define ROOT CSDFS_ROOT_INO
 #define VOL_SIZE FIXTURE_VOL_SIZE
@@ -80,7 +79,7 @@ static void fill(enum kind k, char *p, size_t len)
 static const struct csdfs_cred cred0 = { 1000, 1000 };
 
 /* For tests where durability is not under test: skip the container's
- * fdatasync so group commits stay cheap (LMDB still syncs its own file). */
+ * fdatasync so group commits stay cheap (the metadata files still sync). */
 static struct csdfs_io_ops nosync_ops;
 
 static int nosync(struct csdfs_io *io)
@@ -92,6 +91,8 @@ static int nosync(struct csdfs_io *io)
 static int nosync_hook(struct csdfs_io *io, void *arg)
 {
 	(void)arg;
+	if (io->role != CSDFS_IO_CONTAINER)
+		return 0;
 	nosync_ops = *io->ops;
 	nosync_ops.sync = nosync;
 	io->ops = &nosync_ops;
@@ -628,7 +629,7 @@ static bool open_direct(const char *path)
  */
 static int count_preads(struct csdfs_io *io, void *arg)
 {
-	return csdfs_io_fault_install(io, arg);
+	return io->role == CSDFS_IO_CONTAINER ? csdfs_io_fault_install(io, arg) : 0;
 }
 
 /* Chunks of ref[off, off + len) that are not all zero: stored ones. */
@@ -1678,6 +1679,19 @@ END_TEST
 
 /* ---- LMDB's own sync failing --------------------------------------------- */
 
+/* A fault on the volume's files of one role only. */
+struct role_fault {
+	enum csdfs_io_role role;
+	struct csdfs_io_fault f;
+};
+
+static int install_role_fault(struct csdfs_io *io, void *arg)
+{
+	struct role_fault *rf = arg;
+
+	return io->role == rf->role ? csdfs_io_fault_install(io, &rf->f) : 0;
+}
+
 /* A group commit whose metadata sync fails, either data.mdb's or its
  * durability record's (both after the volume lock is released): the fsync
  * reports EIO, the volume refuses writes from then
@@ -1688,11 +1702,18 @@ START_TEST(test_meta_sync_fails)
 	char path[512], name[32];
 	size_t len = 64u << 10;
 	char *a = malloc(len), *b = malloc(len), *got = malloc(len);
-	struct csdfs_vol *vol;
+	/* 0: data.mdb's sync fails, 1: the record's (counting until armed). */
+	struct role_fault rf = {
+		.role = _i ? CSDFS_IO_META_RECORD : CSDFS_IO_META_DATA,
+		.f = { .kinds = CSDFS_IO_SYNC, .err = EIO },
+	};
+	struct csdfs_mount_opts mo = { .no_commit_thread = true, .io_hook = install_role_fault,
+				       .io_hook_arg = &rf };
+	struct csdfs_vol *vol = NULL;
 	uint64_t f;
 
 	snprintf(name, sizeof(name), "metasync%d", _i);
-	vol = fixture_vol_new(path, sizeof(path), name, NULL);
+	vol = fixture_vol_new(path, sizeof(path), name, &mo);
 	rng_state = 41;
 	fill(K_RANDOM, a, len);
 	fill(K_HALF, b, len);
@@ -1700,10 +1721,9 @@ START_TEST(test_meta_sync_fails)
 	wr(vol, f, a, len, 0);
 	ck_assert_int_eq(csdfs_fs_fsync(vol, f), 0);
 	wr(vol, f, b, len, 0);
-	meta_syncs_left = _i;         /* 0: data.mdb's, 1: the record's */
+	rf.f.nth = rf.f.calls + 1;    /* the next one */
 	ck_assert_int_eq(csdfs_fs_fsync(vol, f), -EIO);
-	ck_assert_int_eq(meta_syncs_left, -1);           /* it did fire */
-	meta_syncs_left = -1;
+	ck_assert_uint_eq(rf.f.failed, 1);               /* it did fire */
 	ck_assert_int_eq(csdfs_fs_write(vol, f, a, 4096, 0, false), -EIO);
 	ck_assert_int_eq(csdfs_fs_fsync(vol, f), -EIO);
 	csdfs_vol_close(vol);         /* may fail: the volume failed */
@@ -2418,7 +2438,7 @@ static void damage_chunk_record(const char *path, uint64_t ino, uint64_t idx,
 	uint8_t key[16];
 
 	snprintf(meta, sizeof(meta), "%s/meta", path);
-	ck_assert_int_eq(csdfs_meta_open(meta, false, 2ull << 30, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(meta, false, 2ull << 30, NULL, NULL, &m), 0);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &txn), 0);
 	csdfs_be64_put(key, ino);
 	csdfs_be64_put(key + 8, idx);
@@ -2537,7 +2557,7 @@ START_TEST(test_stray_orphan_record)
 	/* An orphan record for a file that is still linked (a bit flip, a
 	 * bug elsewhere): nothing on disk says this file is unlinked. */
 	snprintf(meta, sizeof(meta), "%s/meta", path);
-	ck_assert_int_eq(csdfs_meta_open(meta, false, 2ull << 30, &m), 0);
+	ck_assert_int_eq(csdfs_meta_open(meta, false, 2ull << 30, NULL, NULL, &m), 0);
 	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &txn), 0);
 	csdfs_be64_put(key, f);
 	ck_assert_int_eq(csdfs_meta_put(txn, CSDFS_DB_ORPHANS, key, 8, "", 0, 0), 0);
