@@ -3,9 +3,16 @@
  * The only file that includes <lmdb.h>. It maps LMDB's error space onto
  * -errno and holds the canonical schema of the metadata store.
  *
+ * Longer than the ~700 lines a core file keeps to, on purpose: it is the one
+ * adapter to LMDB (STYLE: no MDB_* escapes it), so besides the thin
+ * transaction and cursor calls it holds what running LMDB with MDB_NOSYNC
+ * takes: the durability record and the rollback of LMDB's meta page to the
+ * last recorded commit, which read LMDB's own page layout.
+ *
  * SCHEMA (format version 1). Integers in keys are big-endian (BE64) so that
  * LMDB's byte order is numeric order; values are the little-endian packed
- * records of include/csdfs/format.h.
+ * records of include/csdfs/format.h, encoded and decoded only by
+ * src/record.c (superblock feature LE_RECORDS).
  *
  *  db        key                      value                       fsck check
  *  --------  -----------------------  --------------------------  -----------------
@@ -737,36 +744,20 @@ int csdfs_cursor_seek(struct csdfs_cursor *cur, const void *key, size_t klen,
 	return cursor_op(cur, &mk, k, v, MDB_SET_RANGE);
 }
 
-int csdfs_cursor_next(struct csdfs_cursor *cur, struct csdfs_val *k,
-		      struct csdfs_val *v)
+int csdfs_cursor_step(struct csdfs_cursor *cur, enum csdfs_cursor_move how,
+		      struct csdfs_val *k, struct csdfs_val *v)
 {
+	static const MDB_cursor_op ops[] = {
+		[CSDFS_CURSOR_NEXT] = MDB_NEXT,
+		[CSDFS_CURSOR_PREV] = MDB_PREV,
+		[CSDFS_CURSOR_FIRST] = MDB_FIRST,
+		[CSDFS_CURSOR_LAST] = MDB_LAST,
+	};
 	MDB_val mk;
 
-	return cursor_op(cur, &mk, k, v, MDB_NEXT);
-}
-
-int csdfs_cursor_prev(struct csdfs_cursor *cur, struct csdfs_val *k,
-		      struct csdfs_val *v)
-{
-	MDB_val mk;
-
-	return cursor_op(cur, &mk, k, v, MDB_PREV);
-}
-
-int csdfs_cursor_first(struct csdfs_cursor *cur, struct csdfs_val *k,
-		       struct csdfs_val *v)
-{
-	MDB_val mk;
-
-	return cursor_op(cur, &mk, k, v, MDB_FIRST);
-}
-
-int csdfs_cursor_last(struct csdfs_cursor *cur, struct csdfs_val *k,
-		      struct csdfs_val *v)
-{
-	MDB_val mk;
-
-	return cursor_op(cur, &mk, k, v, MDB_LAST);
+	if ((unsigned)how >= sizeof(ops) / sizeof(ops[0]))
+		return -EINVAL;
+	return cursor_op(cur, &mk, k, v, ops[how]);
 }
 
 int csdfs_cursor_del(struct csdfs_cursor *cur)

@@ -136,15 +136,19 @@ void csdfs_cursor_close(struct csdfs_cursor *cur);
 /* Position at the first key >= @key. @return 0 or -ENOENT (none). */
 int csdfs_cursor_seek(struct csdfs_cursor *cur, const void *key, size_t klen,
 		      struct csdfs_val *k, struct csdfs_val *v);
-/* Step / jump; each returns 0 or -ENOENT at the end. */
-int csdfs_cursor_next(struct csdfs_cursor *cur, struct csdfs_val *k,
-		      struct csdfs_val *v);
-int csdfs_cursor_prev(struct csdfs_cursor *cur, struct csdfs_val *k,
-		      struct csdfs_val *v);
-int csdfs_cursor_first(struct csdfs_cursor *cur, struct csdfs_val *k,
-		       struct csdfs_val *v);
-int csdfs_cursor_last(struct csdfs_cursor *cur, struct csdfs_val *k,
-		      struct csdfs_val *v);
+/* Step / jump: one call, four moves. @return 0 or -ENOENT at the end. */
+enum csdfs_cursor_move {
+	CSDFS_CURSOR_NEXT,
+	CSDFS_CURSOR_PREV,
+	CSDFS_CURSOR_FIRST,
+	CSDFS_CURSOR_LAST,
+};
+int csdfs_cursor_step(struct csdfs_cursor *cur, enum csdfs_cursor_move how,
+		      struct csdfs_val *k, struct csdfs_val *v);
+#define csdfs_cursor_next(cur, k, v)  csdfs_cursor_step(cur, CSDFS_CURSOR_NEXT, k, v)
+#define csdfs_cursor_prev(cur, k, v)  csdfs_cursor_step(cur, CSDFS_CURSOR_PREV, k, v)
+#define csdfs_cursor_first(cur, k, v) csdfs_cursor_step(cur, CSDFS_CURSOR_FIRST, k, v)
+#define csdfs_cursor_last(cur, k, v)  csdfs_cursor_step(cur, CSDFS_CURSOR_LAST, k, v)
 /* Delete the current item; a following cursor_next yields the item after it. */
 int csdfs_cursor_del(struct csdfs_cursor *cur);
 
