@@ -238,9 +238,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
+	struct csdfs_cred cred;
 	unsigned ours = 0;
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
@@ -248,8 +249,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ours |= CSDFS_RENAME_NOREPLACE;
 	if (flags & RENAME_EXCHANGE)
 		ours |= CSDFS_RENAME_EXCHANGE;
-	fuse_reply_err(req, -csdfs_fs_rename(vol_of(req), parent, name, newparent,
-					      newname, ours));
+	/* The whiteout is owned by the caller, as its mknod would be. */
+	if (flags & RENAME_WHITEOUT)
+		ours |= CSDFS_RENAME_WHITEOUT;
+	cred_of(req, &cred);
+	fuse_reply_err(req, -csdfs_fs_rename_as(vol_of(req), &cred, parent, name,
+						 newparent, newname, ours));
 }
 
 /* Under this much writable space (f_bavail), new writable opens bypass the

@@ -479,10 +479,15 @@ static int is_below(struct csdfs_txn *txn, uint64_t dir, uint64_t anc)
 
 /*
  * Rename: both parents are loaded once (the same record when equal) and
- * stored once at the end, so nlink/size/time updates compose.
+ * stored once at the end, so nlink/size/time updates compose. A whiteout
+ * (RENAME_WHITEOUT, for overlayfs's upper layer) is made after that, in the
+ * same operation, by create_locked(), which reloads the old parent with
+ * the rename applied: after a crash the old name is the source or the
+ * whiteout, never empty.
  */
-static int rename_locked(struct csdfs_op *op, uint64_t p, const char *name,
-			 uint64_t np, const char *nname, unsigned flags)
+static int rename_locked(struct csdfs_op *op, const struct csdfs_cred *cred,
+			 uint64_t p, const char *name, uint64_t np,
+			 const char *nname, unsigned flags)
 {
 	struct csdfs_inode_disk pdir, npdir_rec, srec, drec;
 	struct csdfs_inode_disk *npdir = p == np ? &pdir : &npdir_rec;
@@ -596,24 +601,43 @@ static int rename_locked(struct csdfs_op *op, uint64_t p, const char *name,
 	csdfs_op_touch(op, s.ino);
 	csdfs_op_touch(op, p);
 	csdfs_op_touch(op, np);
+	if (!rc && (flags & CSDFS_RENAME_WHITEOUT)) {
+		struct stat wst;
+
+		/* The kernel's whiteout: a character device 0/0, mode 0. */
+		rc = create_locked(op, cred, p, name, S_IFCHR, 0, NULL, &wst);
+	}
 	return rc;
+}
+
+int csdfs_fs_rename_as(struct csdfs_vol *vol, const struct csdfs_cred *cred,
+		       uint64_t parent, const char *name, uint64_t newparent,
+		       const char *newname, unsigned flags)
+{
+	struct csdfs_op op;
+	int rc;
+
+	if (flags & ~(CSDFS_RENAME_NOREPLACE | CSDFS_RENAME_EXCHANGE |
+		      CSDFS_RENAME_WHITEOUT))
+		return -EINVAL;
+	/* An exchange leaves no name empty: nothing to replace or white out. */
+	if ((flags & CSDFS_RENAME_EXCHANGE) &&
+	    (flags & (CSDFS_RENAME_NOREPLACE | CSDFS_RENAME_WHITEOUT)))
+		return -EINVAL;
+	if ((flags & CSDFS_RENAME_WHITEOUT) && !cred)
+		return -EINVAL;
+	rc = csdfs_op_begin(vol, &op);
+	if (rc)
+		return rc;
+	rc = rename_locked(&op, cred, parent, name, newparent, newname, flags);
+	return csdfs_op_end(&op, rc);
 }
 
 int csdfs_fs_rename(struct csdfs_vol *vol, uint64_t parent, const char *name,
 		    uint64_t newparent, const char *newname, unsigned flags)
 {
-	struct csdfs_op op;
-	int rc;
-
-	if (flags & ~(CSDFS_RENAME_NOREPLACE | CSDFS_RENAME_EXCHANGE))
-		return -EINVAL;
-	if ((flags & CSDFS_RENAME_NOREPLACE) && (flags & CSDFS_RENAME_EXCHANGE))
-		return -EINVAL;
-	rc = csdfs_op_begin(vol, &op);
-	if (rc)
-		return rc;
-	rc = rename_locked(&op, parent, name, newparent, newname, flags);
-	return csdfs_op_end(&op, rc);
+	return csdfs_fs_rename_as(vol, NULL, parent, name, newparent, newname,
+				  flags);
 }
 
 void csdfs_dirsnap_free(struct csdfs_dirsnap *snap)

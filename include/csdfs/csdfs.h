@@ -137,6 +137,7 @@ int csdfs_fs_kill_privs(struct csdfs_vol *vol, uint64_t ino);
 /* Rename flags (same values as the kernel's RENAME_*). */
 #define CSDFS_RENAME_NOREPLACE 0x1u
 #define CSDFS_RENAME_EXCHANGE  0x2u
+#define CSDFS_RENAME_WHITEOUT  0x4u
 
 /* Namespace and attributes. @st receives the resulting attributes. */
 int csdfs_fs_getattr(struct csdfs_vol *vol, uint64_t ino, struct stat *st);
@@ -158,6 +159,22 @@ int csdfs_fs_link(struct csdfs_vol *vol, uint64_t ino, uint64_t parent,
 		  const char *name, struct stat *st);
 int csdfs_fs_unlink(struct csdfs_vol *vol, uint64_t parent, const char *name);
 int csdfs_fs_rmdir(struct csdfs_vol *vol, uint64_t parent, const char *name);
+/*
+ * csdfs_fs_rename_as - rename @name in @parent to @newname in @newparent,
+ * as renameat2(2) with @flags (CSDFS_RENAME_*). With CSDFS_RENAME_WHITEOUT
+ * the same operation also leaves a whiteout at the old name (a character
+ * device 0/0, mode 0, owned by @cred as csdfs_fs_mknod would make it; what
+ * overlayfs needs of its upper layer): after a crash the old name is the
+ * source or the whiteout, never both nor neither. Renaming a name onto
+ * another link of the same inode does nothing, and makes no whiteout.
+ * @return 0, -ENOENT, -EEXIST (NOREPLACE), -ENOTDIR, -EISDIR, -ENOTEMPTY,
+ * -EINVAL (bad flags: EXCHANGE with NOREPLACE or WHITEOUT, WHITEOUT
+ * without @cred; or a directory moved below itself), -ENOSPC, -errno.
+ * csdfs_fs_rename is the same without credentials (no WHITEOUT).
+ */
+int csdfs_fs_rename_as(struct csdfs_vol *vol, const struct csdfs_cred *cred,
+		       uint64_t parent, const char *name, uint64_t newparent,
+		       const char *newname, unsigned flags);
 int csdfs_fs_rename(struct csdfs_vol *vol, uint64_t parent, const char *name,
 		    uint64_t newparent, const char *newname, unsigned flags);
 

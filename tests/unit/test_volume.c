@@ -1098,7 +1098,7 @@ START_TEST(test_namespace)
 	ck_assert_int_eq(csdfs_fs_rename(vol, d2, "victim", d1, "other",
 					 CSDFS_RENAME_NOREPLACE | CSDFS_RENAME_EXCHANGE),
 			 -EINVAL);
-	ck_assert_int_eq(csdfs_fs_rename(vol, d2, "victim", d1, "other", 0x4), -EINVAL);
+	ck_assert_int_eq(csdfs_fs_rename(vol, d2, "victim", d1, "other", 0x8), -EINVAL);
 	ck_assert_int_eq(csdfs_fs_rename(vol, d2, "missing", d1, "x", 0), -ENOENT);
 	/* NOREPLACE to a free name works. */
 	ck_assert_int_eq(csdfs_fs_rename(vol, d1, "other", d1, "other2",
@@ -1582,6 +1582,151 @@ START_TEST(test_fsync_durable_without_close)
 		ck_assert_uint_eq(lookup(v2, ROOT, "g"), g);
 		close_fsck(v2, copy);
 	}
+	close_fsck(vol, path);
+}
+END_TEST
+
+/* ---- rename with a whiteout (overlayfs's upper layer) -------------------- */
+
+/* @name in @dir is a whiteout made by @cred: a character device 0/0. */
+static void expect_whiteout(struct csdfs_vol *vol, uint64_t dir, const char *name,
+			    const struct csdfs_cred *cred)
+{
+	struct stat st;
+
+	ck_assert_int_eq(csdfs_fs_lookup(vol, dir, name, &st), 0);
+	ck_assert_uint_eq(st.st_mode, S_IFCHR);
+	ck_assert_uint_eq(st.st_rdev, 0);
+	ck_assert_uint_eq(st.st_nlink, 1);
+	ck_assert_uint_eq(st.st_uid, cred->uid);
+	ck_assert_uint_eq(st.st_gid, cred->gid);
+}
+
+START_TEST(test_rename_whiteout)
+{
+	static const struct csdfs_cred ovl = { 4100, 4200 };
+	char path[512], copy[600];
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "whiteout", NULL);
+	uint64_t d1 = mkdir_(vol, ROOT, "d1"), d2 = mkdir_(vol, ROOT, "d2");
+	uint64_t f = mkfile(vol, d1, "a"), sub, x;
+	struct stat st, before1, before2;
+	char data[30000];
+
+	rng_state = 33;
+	fill(K_HALF, data, sizeof(data));
+	wr(vol, f, data, sizeof(data), 0);
+	x = mkfile(vol, d2, "taken");
+	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+	before1 = getattr(vol, d1);
+	before2 = getattr(vol, d2);
+
+	/* Refused, changing nothing: WHITEOUT with EXCHANGE, or without
+	 * credentials for the whiteout; NOREPLACE onto a taken name. */
+	ck_assert_int_eq(csdfs_fs_rename_as(vol, &ovl, d1, "a", d2, "taken",
+					    CSDFS_RENAME_WHITEOUT | CSDFS_RENAME_EXCHANGE),
+			 -EINVAL);
+	ck_assert_int_eq(csdfs_fs_rename(vol, d1, "a", d2, "b", CSDFS_RENAME_WHITEOUT),
+			 -EINVAL);
+	ck_assert_int_eq(csdfs_fs_rename_as(vol, &ovl, d1, "a", d2, "taken",
+					    CSDFS_RENAME_WHITEOUT | CSDFS_RENAME_NOREPLACE),
+			 -EEXIST);
+	ck_assert_int_eq(csdfs_fs_rename_as(vol, &ovl, d1, "nope", d2, "b",
+					    CSDFS_RENAME_WHITEOUT), -ENOENT);
+	ck_assert_uint_eq(lookup(vol, d1, "a"), f);
+	ck_assert_uint_eq(lookup(vol, d2, "taken"), x);
+	ck_assert_uint_eq(getattr(vol, d1).st_size, before1.st_size);
+
+	/* Across directories, with NOREPLACE to a free name: the file moves,
+	 * the old name becomes a whiteout owned by the caller. */
+	ck_assert_int_eq(csdfs_fs_rename_as(vol, &ovl, d1, "a", d2, "b",
+					    CSDFS_RENAME_WHITEOUT | CSDFS_RENAME_NOREPLACE), 0);
+	expect_whiteout(vol, d1, "a", &ovl);
+	ck_assert_uint_ne(lookup(vol, d1, "a"), f);
+	ck_assert_uint_eq(lookup(vol, d2, "b"), f);
+	expect_data(vol, f, data, 0, sizeof(data));
+	ck_assert_uint_eq(getattr(vol, d1).st_size, before1.st_size);    /* a: whiteout */
+	ck_assert_uint_eq(getattr(vol, d2).st_size, before2.st_size + 1); /* + b */
+
+	/* A crash before the commit leaves neither (the file at its old
+	 * name, no whiteout); after it, both. fsck is clean either way. */
+	snprintf(copy, sizeof(copy), "%s-before", path);
+	snapshot(path, copy);
+	fsck_clean(copy);
+	{
+		struct csdfs_vol *v2 = fixture_vol_open(copy, NULL);
+
+		ck_assert_uint_eq(lookup(v2, d1, "a"), f);
+		ck_assert(S_ISREG(getattr(v2, f).st_mode));
+		ck_assert_int_eq(csdfs_fs_lookup(v2, d2, "b", &st), -ENOENT);
+		expect_data(v2, f, data, 0, sizeof(data));
+		close_fsck(v2, copy);
+	}
+	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+	snprintf(copy, sizeof(copy), "%s-after", path);
+	snapshot(path, copy);
+	fsck_clean(copy);
+	{
+		struct csdfs_vol *v2 = fixture_vol_open(copy, NULL);
+
+		expect_whiteout(v2, d1, "a", &ovl);
+		ck_assert_uint_eq(lookup(v2, d2, "b"), f);
+		expect_data(v2, f, data, 0, sizeof(data));
+		close_fsck(v2, copy);
+	}
+
+	/* Over an existing file (it is dropped), within one directory. */
+	ck_assert_int_eq(csdfs_fs_rename_as(vol, &ovl, d2, "b", d2, "taken",
+					    CSDFS_RENAME_WHITEOUT), 0);
+	ck_assert_uint_eq(lookup(vol, d2, "taken"), f);
+	ck_assert_int_eq(csdfs_fs_getattr(vol, x, &st), -ENOENT);
+	expect_whiteout(vol, d2, "b", &ovl);
+
+	/* A directory: the parents' link counts follow it, the whiteout
+	 * counts for none. */
+	sub = mkdir_(vol, d2, "sub");
+	mkfile(vol, sub, "inside");
+	ck_assert_uint_eq(getattr(vol, d2).st_nlink, 3);
+	ck_assert_int_eq(csdfs_fs_rename_as(vol, &ovl, d2, "sub", d1, "moved",
+					    CSDFS_RENAME_WHITEOUT), 0);
+	expect_whiteout(vol, d2, "sub", &ovl);
+	ck_assert_uint_eq(lookup(vol, d1, "moved"), sub);
+	ck_assert_uint_eq(getattr(vol, d2).st_nlink, 2);
+	ck_assert_uint_eq(getattr(vol, d1).st_nlink, 3);
+
+	/* Under a set-group-ID directory the whiteout takes its group, as a
+	 * mknod there would. */
+	st.st_mode = S_IFDIR | 02775;
+	st.st_gid = 777;
+	ck_assert_int_eq(csdfs_fs_setattr(vol, d1, &st, CSDFS_SET_MODE | CSDFS_SET_GID,
+					  &st), 0);
+	ck_assert_int_eq(csdfs_fs_rename_as(vol, &ovl, d1, "moved", ROOT, "moved",
+					    CSDFS_RENAME_WHITEOUT), 0);
+	ck_assert_int_eq(csdfs_fs_lookup(vol, d1, "moved", &st), 0);
+	ck_assert_uint_eq(st.st_gid, 777);
+	ck_assert_uint_eq(st.st_mode, S_IFCHR);
+
+	/* Onto another link of the same inode: nothing happens, no whiteout. */
+	ck_assert_int_eq(csdfs_fs_link(vol, f, d2, "alias", &st), 0);
+	ck_assert_int_eq(csdfs_fs_rename_as(vol, &ovl, d2, "taken", d2, "alias",
+					    CSDFS_RENAME_WHITEOUT), 0);
+	ck_assert_uint_eq(lookup(vol, d2, "taken"), f);
+	ck_assert_uint_eq(getattr(vol, f).st_nlink, 2);
+
+	/* overlayfs shares one whiteout inode by hard links, and removes
+	 * whiteouts by unlink. */
+	x = lookup(vol, d2, "b");
+	ck_assert_int_eq(csdfs_fs_link(vol, x, ROOT, "shared", &st), 0);
+	ck_assert_uint_eq(st.st_nlink, 2);
+	ck_assert_int_eq(csdfs_fs_unlink(vol, d2, "b"), 0);
+	ck_assert_int_eq(csdfs_fs_unlink(vol, d2, "sub"), 0);
+
+	ck_assert_int_eq(csdfs_vol_close(vol), 0);
+	fsck_clean(path);
+	vol = fixture_vol_open(path, NULL);
+	expect_whiteout(vol, d1, "a", &ovl);
+	ck_assert_uint_eq(getattr(vol, x).st_nlink, 1);
+	ck_assert_uint_eq(lookup(vol, ROOT, "moved"), sub);
+	expect_data(vol, f, data, 0, sizeof(data));
 	close_fsck(vol, path);
 }
 END_TEST
@@ -2630,6 +2775,7 @@ static Suite *volume_suite(void)
 	tcase_set_timeout(life, 300);
 	tcase_add_test(life, test_persist_attrs);
 	tcase_add_test(life, test_fsync_durable_without_close);
+	tcase_add_test(life, test_rename_whiteout);
 	tcase_add_test(life, test_forget_unlinked);
 	tcase_add_test(life, test_shown_blocks);
 	tcase_add_test(life, test_store_if_unchanged);
