@@ -338,12 +338,15 @@ static int group_commit(struct csdfs_vol *vol, uint64_t min_chunks)
 		return rc;
 	}
 	rc = close_group_locked(vol, &cg);
+	/* Until it is durable, the blocks the group freed are in cg alone. */
+	vol->closed_unsynced = !rc && cg.gen;
 	pthread_mutex_unlock(&vol->lock);
 	if (rc || !cg.gen)
 		return rc;
 
 	rc = csdfs_meta_sync_on(vol->meta, vol->pool);
 	pthread_mutex_lock(&vol->lock);
+	vol->closed_unsynced = false;
 	if (rc) {
 		free(cg.freed);
 		rc = fail_locked(vol, rc);

@@ -79,6 +79,7 @@ struct csdfs_vol {
 	uint64_t group_ops;        /* lock: operations in the open group */
 	uint64_t group_chunks;     /* lock: chunk changes in the open group */
 	int failed;                /* lock: -errno after a failed commit */
+	bool closed_unsynced;      /* lock: a group commit is syncing, unlocked */
 	struct csdfs_alloc alloc;  /* lock */
 	struct csdfs_counters_disk counters; /* lock */
 	uint64_t next_ino;         /* lock */

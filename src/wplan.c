@@ -222,8 +222,11 @@ int csdfs_wplan_write(struct wplan *p, bool use_reserve)
 		rc = check_logical_locked(p);
 	if (!rc) {
 		rc = place_locked(p, use_reserve);
-		/* Only a shortage of blocks can be cured by a commit. */
-		retry = rc == -ENOSPC && (vol->alloc.nquar || vol->dirty);
+		/* Only a shortage of blocks can be cured by a commit: blocks
+		 * freed by the open group, or by a group whose commit is
+		 * syncing right now (it alone holds them until it is durable). */
+		retry = rc == -ENOSPC &&
+			(vol->alloc.nquar || vol->dirty || vol->closed_unsynced);
 	}
 	if (retry) {
 		/* Take back what this plan placed first: the commit recycles
@@ -234,7 +237,15 @@ int csdfs_wplan_write(struct wplan *p, bool use_reserve)
 				csdfs_alloc_unplace(&vol->alloc, p->c[i].pa, p->c[i].plen);
 			p->c[i].placed = false;
 		}
-		rc = csdfs_vol_commit_locked(vol);
+		/* Behind any commit in flight (commit_lock), then this group's;
+		 * the volume lock is free through their syncs. */
+		pthread_mutex_unlock(&vol->lock);
+		rc = csdfs_vol_commit(vol);
+		pthread_mutex_lock(&vol->lock);
+		if (!rc)
+			rc = vol->failed;
+		if (!rc && !use_reserve)
+			rc = check_logical_locked(p);
 		if (!rc)
 			rc = place_locked(p, use_reserve);
 	}
