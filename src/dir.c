@@ -191,6 +191,7 @@ static int create_locked(struct csdfs_op *op, const struct csdfs_cred *cred,
 {
 	struct csdfs_vol *vol = op->vol;
 	struct csdfs_inode_disk dir, rec;
+	struct csdfs_policy pol;
 	struct csdfs_dirent_disk d;
 	int64_t now = csdfs_now_ns();
 	uint64_t ino, next;
@@ -225,12 +226,17 @@ static int create_locked(struct csdfs_op *op, const struct csdfs_cred *cred,
 	rec.rdev = rdev;
 	rec.atime_ns = rec.mtime_ns = rec.ctime_ns = rec.btime_ns = now;
 	rec.parent = parent;
-	rec.chunk_size = dir.chunk_size ? dir.chunk_size : vol->sb.chunk_size;
-	rec.codec = dir.codec;
-	rec.level = dir.level;
-	if (dir.flags & (CSDFS_INODE_CODEC_SET | CSDFS_INODE_CODEC_INHERITED))
+	/* The directory's effective policy now: the chunk size stays (a file's
+	 * chunks are cut to it); the codec is resolved again at each write. */
+	rc = csdfs_policy_resolve(vol, op->txn, parent, &dir, &pol);
+	if (rc)
+		return rc;
+	rec.chunk_size = pol.chunk_size;
+	rec.codec = pol.codec.id;
+	rec.level = pol.codec.level;
+	if (pol.codec_from)
 		rec.flags |= CSDFS_INODE_CODEC_INHERITED;
-	if (dir.flags & (CSDFS_INODE_CHUNK_SET | CSDFS_INODE_CHUNK_INHERITED))
+	if (pol.chunk_from)
 		rec.flags |= CSDFS_INODE_CHUNK_INHERITED;
 	if (target) {
 		rec.size = strlen(target);

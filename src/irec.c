@@ -451,3 +451,61 @@ int csdfs_rollup_drop(struct csdfs_txn *txn, uint64_t ino)
 	csdfs_cursor_close(cur);
 	return rc == -ENOENT ? 0 : rc;
 }
+
+/* ---- effective policy ---------------------------------------------------- */
+
+int csdfs_policy_resolve(struct csdfs_vol *vol, struct csdfs_txn *txn, uint64_t ino,
+			 const struct csdfs_inode_disk *rec, struct csdfs_policy *p)
+{
+	struct csdfs_inode_disk cur = *rec;
+	bool codec_left = true, chunk_left = true;
+
+	p->codec = vol->sb.codec;
+	p->codec_from = 0;
+	p->chunk_size = vol->sb.chunk_size;
+	p->chunk_from = 0;
+	/* Past MAX_DEPTH the volume default holds, as the roll-ups stop there. */
+	for (int depth = 0; depth < MAX_DEPTH; depth++) {
+		uint64_t up = cur.parent;
+		int rc;
+
+		if (codec_left && (cur.flags & CSDFS_INODE_CODEC_SET)) {
+			p->codec.id = cur.codec;
+			p->codec.level = cur.level;
+			p->codec_from = ino;
+			codec_left = false;
+		}
+		if (chunk_left && (cur.flags & CSDFS_INODE_CHUNK_SET) && cur.chunk_size) {
+			p->chunk_size = cur.chunk_size;
+			p->chunk_from = ino;
+			chunk_left = false;
+		}
+		if ((!codec_left && !chunk_left) || ino == CSDFS_ROOT_INO || !up || up == ino)
+			return 0;
+		rc = csdfs_irec_load(txn, up, &cur);
+		if (rc == -ENOENT)
+			return 0;  /* a detached chain ends at the default */
+		if (rc)
+			return rc;
+		ino = up;
+	}
+	return 0;
+}
+
+int csdfs_policy_codec(struct csdfs_vol *vol, uint64_t ino,
+		       struct csdfs_inode_disk *rec)
+{
+	struct csdfs_policy p;
+	struct csdfs_op op;
+	int rc = csdfs_op_begin_read(vol, &op);
+
+	if (rc)
+		return rc;
+	rc = csdfs_policy_resolve(vol, op.txn, ino, rec, &p);
+	rc = csdfs_op_end(&op, rc);
+	if (!rc) {
+		rec->codec = p.codec.id;
+		rec->level = p.codec.level;
+	}
+	return rc;
+}

@@ -21,12 +21,14 @@ static bool chunk_matches(const struct csdfs_chunk_disk *c,
 	return c->codec == p.id && c->level == p.level;
 }
 
-/* Collect up to @max chunk indices >= @from that do not match the policy.
+/* Collect up to @max chunk indices >= @from that do not match the file's
+ * effective policy (its own, or its directories', csdfs_policy_resolve).
  * @return how many, or -errno. */
 static int mismatched(struct csdfs_vol *vol, uint64_t ino, uint64_t from,
 		      uint64_t *idxs, int max, struct csdfs_inode_disk *rec)
 {
 	struct csdfs_codec_spec p;
+	struct csdfs_policy pol;
 	struct csdfs_cursor *cur;
 	struct csdfs_val k, v;
 	struct csdfs_op op;
@@ -39,11 +41,12 @@ static int mismatched(struct csdfs_vol *vol, uint64_t ino, uint64_t from,
 	if (!S_ISREG(rec->mode))
 		rc = -EINVAL;
 	if (!rc)
+		rc = csdfs_policy_resolve(vol, op.txn, ino, rec, &pol);
+	if (!rc)
 		rc = csdfs_cursor_open(op.txn, CSDFS_DB_CHUNKS, &cur);
 	if (rc)
 		return csdfs_op_end(&op, rc);
-	p.id = rec->codec;
-	p.level = rec->level;
+	p = pol.codec;
 	csdfs_chunk_key(key, ino, from);
 	for (rc = csdfs_cursor_seek(cur, key, 16, &k, &v); !rc && n < max;
 	     rc = csdfs_cursor_next(cur, &k, &v)) {
@@ -95,6 +98,8 @@ static int recompress_batch(struct csdfs_vol *vol, uint64_t ino,
 
 	csdfs_stripes_lock_chunks(vol, ino, idxs, (size_t)n, mask);
 	rc = csdfs_reg_load(vol, ino, &rec);
+	if (!rc)
+		rc = csdfs_policy_codec(vol, ino, &rec);
 	if (!rc)
 		rc = csdfs_wplan_init(&plan, vol, ino, &rec, (size_t)n, (size_t)n);
 	if (rc)

@@ -233,6 +233,30 @@ void csdfs_irec_to_stat(uint64_t ino, const struct csdfs_inode_disk *rec,
 void csdfs_irec_apply_attrs(struct csdfs_inode_disk *rec, const struct stat *in,
 			    unsigned mask, int64_t now);
 
+/*
+ * Effective policy. An inode follows its own setting where it has one
+ * (CSDFS_INODE_CODEC_SET / _CHUNK_SET), else that of the nearest directory
+ * above it (through "parent": a file's primary parent) that has one, else
+ * the volume's default. Resolved when used, never copied: a directory's new
+ * setting, a cleared one or a rename apply at once to everything beneath,
+ * for the price of walking the ancestors (which every store walks anyway for
+ * the roll-ups, with the same bound). A regular file's chunk size is fixed
+ * by its first data: p->chunk_size is what a new child of @ino would get.
+ */
+struct csdfs_policy {
+	struct csdfs_codec_spec codec;
+	uint64_t codec_from;       /* inode whose setting it is; 0 = volume default */
+	uint32_t chunk_size;
+	uint64_t chunk_from;       /* likewise */
+};
+/* @rec: @ino's record, as loaded in @txn. @return 0 or -errno. */
+int csdfs_policy_resolve(struct csdfs_vol *vol, struct csdfs_txn *txn, uint64_t ino,
+			 const struct csdfs_inode_disk *rec, struct csdfs_policy *p);
+/* Put @ino's effective codec into @rec (a copy about to plan a write; its
+ * codec fields mean nothing unless CODEC_SET). Takes a read operation. */
+int csdfs_policy_codec(struct csdfs_vol *vol, uint64_t ino,
+		       struct csdfs_inode_disk *rec);
+
 int csdfs_rollup_get(struct csdfs_txn *txn, uint64_t ino,
 		     struct csdfs_rollup_disk *r);
 /* What regular file @rec counts for in its directories' roll-ups. */

@@ -296,8 +296,16 @@ int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
 	sv->f_ffree = sv->f_files - vol->counters.inodes;
 	pthread_mutex_unlock(&vol->lock);
 
-	/* Never promise more than fits at the ratio achieved so far (and
-	 * never assume better than 1:1 for data not yet seen). */
+	/*
+	 * Size (f_blocks) is the logical capacity. Used (f_blocks - f_bfree) is
+	 * the logical capacity taken by stored chunks, a whole chunk each
+	 * (counters.logical_used: what the logical limit is enforced on; it
+	 * moves only when chunks are stored or dropped, never with the ratio).
+	 * Avail (f_bavail) is what still fits: the logical free space, but never
+	 * more than the physical free space at the ratio achieved so far (and
+	 * never better than 1:1 for data not yet seen). Size - Used - Avail is
+	 * logical capacity the physical space cannot back at that ratio.
+	 */
 	ratio = used_phys ? (double)mapped / ((double)used_phys * CSDFS_BLOCK_SIZE) : 1.0;
 	if (ratio < 1.0)
 		ratio = 1.0;
@@ -307,8 +315,8 @@ int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
 	sv->f_bsize = CSDFS_BLOCK_SIZE;
 	sv->f_frsize = CSDFS_BLOCK_SIZE;
 	sv->f_blocks = cap_blocks;
-	sv->f_bfree = est < logical_free ? est : logical_free;
-	sv->f_bavail = sv->f_bfree;
+	sv->f_bfree = logical_free;
+	sv->f_bavail = est < logical_free ? est : logical_free;
 	sv->f_favail = sv->f_ffree;
 	sv->f_namemax = 255;
 	return 0;

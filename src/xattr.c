@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "csdfs/log.h"
 #include "vol.h"
 
 #define XATTR_NAME_MAX_LEN 255
@@ -75,9 +76,46 @@ static int mix_fmt_cb(void *ctx, uint8_t codec, int8_t level, uint64_t bytes)
 	return 0;
 }
 
-static const char *policy_source(uint16_t flags, uint16_t set, uint16_t inh)
+/* Where an effective value comes from, as user.csdfs.policy shows it. */
+static void policy_source(char *buf, size_t len, uint64_t ino, uint64_t from)
 {
-	return (flags & set) ? "set" : (flags & inh) ? "inherited" : "default";
+	if (from == ino)
+		snprintf(buf, len, "set");
+	else if (from)
+		snprintf(buf, len, "inherited from inode %llu", (unsigned long long)from);
+	else
+		snprintf(buf, len, "default");
+}
+
+/* user.csdfs.policy: "codec=zstd:9 (inherited from inode 12) chunk_size=
+ * 16384 (default)"; user.csdfs.chunk_size: the chunk size alone. A regular
+ * file's chunk size is the one its chunks were cut to, fixed at creation:
+ * when its directories now say otherwise, it reads "fixed at creation". */
+static int policy_get(struct csdfs_op *op, uint64_t ino,
+		      const struct csdfs_inode_disk *rec, bool chunk_only,
+		      char *buf, size_t len)
+{
+	struct csdfs_policy p;
+	char spec[32], csrc[48], ssrc[48];
+	uint32_t chunk;
+	int rc = csdfs_policy_resolve(op->vol, op->txn, ino, rec, &p);
+
+	if (rc)
+		return rc;
+	chunk = p.chunk_size;
+	if (S_ISREG(rec->mode) && rec->chunk_size)
+		chunk = rec->chunk_size;
+	if (chunk_only)
+		return snprintf(buf, len, "%u", chunk);
+	if (csdfs_codec_format(p.codec, spec, sizeof(spec)) < 0)
+		return -EUCLEAN;
+	policy_source(csrc, sizeof(csrc), ino, p.codec_from);
+	if (chunk == p.chunk_size)
+		policy_source(ssrc, sizeof(ssrc), ino, p.chunk_from);
+	else
+		snprintf(ssrc, sizeof(ssrc), "fixed at creation");
+	return snprintf(buf, len, "codec=%s (%s) chunk_size=%u (%s)", spec, csrc,
+			chunk, ssrc);
 }
 
 static int status_get(struct csdfs_op *op, const char *attr, char *buf,
@@ -97,6 +135,8 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 	if (!strcmp(attr, "used_physical"))
 		return snprintf(buf, len, "%llu",
 				(unsigned long long)(c->used_blocks * CSDFS_BLOCK_SIZE));
+	if (!strcmp(attr, "used_logical"))  /* df's Used, see csdfs_fs_statfs */
+		return snprintf(buf, len, "%llu", (unsigned long long)c->logical_used);
 	if (!strcmp(attr, "app_bytes_written"))
 		return snprintf(buf, len, "%llu", (unsigned long long)c->app_bytes_written);
 	if (!strcmp(attr, "dev_bytes_written"))
@@ -140,7 +180,6 @@ static int virtual_get(struct csdfs_op *op, uint64_t ino, const char *attr,
 {
 	struct csdfs_inode_disk rec;
 	struct csdfs_rollup_disk u;
-	char spec[32];
 	uint64_t phys;
 	int rc;
 
@@ -187,52 +226,66 @@ static int virtual_get(struct csdfs_op *op, uint64_t ino, const char *attr,
 		rc = csdfs_mix_list(op->txn, ino, mix_fmt_cb, &m);
 		return rc ? rc : (int)m.used;
 	}
-	if (!strcmp(attr, "policy") || !strcmp(attr, "chunk_size")) {
-		struct csdfs_codec_spec cs = { rec.codec, rec.level };
-		uint32_t chunk = rec.chunk_size ? rec.chunk_size : op->vol->sb.chunk_size;
-
-		if (!strcmp(attr, "chunk_size"))
-			return snprintf(buf, len, "%u", chunk);
-		if (csdfs_codec_format(cs, spec, sizeof(spec)) < 0)
-			return -EUCLEAN;
-		return snprintf(buf, len, "codec=%s (%s) chunk_size=%u (%s)", spec,
-				policy_source(rec.flags, CSDFS_INODE_CODEC_SET,
-					      CSDFS_INODE_CODEC_INHERITED),
-				chunk,
-				policy_source(rec.flags, CSDFS_INODE_CHUNK_SET,
-					      CSDFS_INODE_CHUNK_INHERITED));
-	}
+	if (!strcmp(attr, "policy") || !strcmp(attr, "chunk_size"))
+		return policy_get(op, ino, &rec, !strcmp(attr, "chunk_size"), buf, len);
 	return -ENODATA;
 }
 
-/* Writable policy attributes: user.csdfs.codec and user.csdfs.chunk_size. */
-static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
-		      const char *value, size_t size)
+/*
+ * Writable policy attributes: user.csdfs.codec and user.csdfs.chunk_size,
+ * set by setxattr and cleared by removexattr (@value NULL), each in one
+ * operation. A cleared value falls back to the directories above
+ * (csdfs_policy_resolve). A bad value is refused with one log line that
+ * names the valid ones.
+ */
+static int policy_parse(uint64_t ino, bool is_codec, const void *value, size_t size,
+			struct csdfs_codec_spec *spec, uint64_t *chunk)
 {
-	struct csdfs_inode_disk rec;
-	struct csdfs_codec_spec spec;
-	struct csdfs_inode *in;
-	struct csdfs_op op;
 	char text[64];
-	uint64_t chunk = 0;
-	bool is_codec = !strcmp(attr, "codec");
-	int rc;
+	/* Too long, or with a NUL inside: refused whatever its start says. */
+	bool bad = size >= sizeof(text) || memchr(value, '\0', size);
 
-	if (!is_codec && strcmp(attr, "chunk_size"))
-		return -EPERM;  /* the accounting attributes are read-only */
-	if (!size || size >= sizeof(text))
-		return -EINVAL;
+	if (size >= sizeof(text))
+		size = sizeof(text) - 1;
 	memcpy(text, value, size);
 	text[size] = '\0';
 	if (size && text[size - 1] == '\n')
 		text[size - 1] = '\0';
-	if (is_codec) {
-		if (csdfs_codec_parse(text, &spec))
-			return -EINVAL;
-	} else if (csdfs_parse_size(text, &chunk) || chunk < CSDFS_CHUNK_MIN ||
-		   chunk > CSDFS_CHUNK_MAX || (chunk & (chunk - 1))) {
+	if (is_codec && (bad || csdfs_codec_parse(text, spec))) {
+		csdfs_log(LOG_WARNING, "'%s' is not a codec for 'user.csdfs.codec' on inode %llu: "
+			  "use zstd, zstd:N (N %d..%d; 0 is zstd's default level), lz4 or none",
+			  text, (unsigned long long)ino, CSDFS_CODEC_ZSTD_LEVEL_MIN,
+			  CSDFS_CODEC_ZSTD_LEVEL_MAX);
 		return -EINVAL;
 	}
+	if (!is_codec && (bad || csdfs_parse_size(text, chunk) || *chunk < CSDFS_CHUNK_MIN ||
+			  *chunk > CSDFS_CHUNK_MAX || (*chunk & (*chunk - 1)))) {
+		csdfs_log(LOG_WARNING, "'%s' is not a chunk size for 'user.csdfs.chunk_size' on "
+			  "inode %llu: use a power of two from %u to %u (4K..128K)",
+			  text, (unsigned long long)ino, CSDFS_CHUNK_MIN, CSDFS_CHUNK_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int policy_change(struct csdfs_vol *vol, uint64_t ino, const char *attr,
+			 const void *value, size_t size)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_codec_spec spec;
+	struct csdfs_policy up;
+	struct csdfs_inode *in;
+	struct csdfs_op op;
+	uint64_t chunk = 0;
+	bool is_codec = !strcmp(attr, "codec");
+	uint16_t set = is_codec ? CSDFS_INODE_CODEC_SET : CSDFS_INODE_CHUNK_SET;
+	uint16_t inh = is_codec ? CSDFS_INODE_CODEC_INHERITED : CSDFS_INODE_CHUNK_INHERITED;
+	int rc;
+
+	if (!is_codec && strcmp(attr, "chunk_size"))
+		return -EPERM;  /* the accounting attributes are read-only */
+	if (value && policy_parse(ino, is_codec, value, size, &spec, &chunk))
+		return -EINVAL;
 	/* A write computes its chunks with the size it read first and reads
 	 * the record again later: hold a size change off while any I/O runs.
 	 * Each chunk names its own codec, so a codec change needs no lock. */
@@ -246,18 +299,29 @@ static int policy_set(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 		goto out;
 	if (!S_ISREG(rec.mode) && !S_ISDIR(rec.mode))
 		rc = -EPERM;
+	else if (!value && !(rec.flags & set))
+		rc = -ENODATA;  /* nothing set here to clear */
+	/* Existing chunks have their size: only an empty file may change. */
+	else if (!is_codec && S_ISREG(rec.mode) && (rec.size || rec.stored_chunks))
+		rc = -EBUSY;
+	if (!rc && !value) {
+		/* What the directories above say now (informational for the
+		 * codec, which is resolved at each write; the chunk size of a
+		 * file is its own). */
+		rec.flags = (uint16_t)(rec.flags & ~set);
+		rc = csdfs_policy_resolve(vol, op.txn, ino, &rec, &up);
+		spec = up.codec;
+		chunk = up.chunk_size;
+		if (!rc && (is_codec ? up.codec_from : up.chunk_from))
+			rec.flags |= inh;
+	} else if (!rc) {
+		rec.flags = (uint16_t)((rec.flags & ~inh) | set);
+	}
 	if (!rc && is_codec) {
 		rec.codec = spec.id;
 		rec.level = spec.level;
-		rec.flags = (uint16_t)((rec.flags & ~CSDFS_INODE_CODEC_INHERITED) |
-				       CSDFS_INODE_CODEC_SET);
 	} else if (!rc) {
-		/* Existing chunks have their size: only an empty file may change. */
-		if (S_ISREG(rec.mode) && (rec.size || rec.stored_chunks))
-			rc = -EBUSY;
 		rec.chunk_size = (uint32_t)chunk;
-		rec.flags = (uint16_t)((rec.flags & ~CSDFS_INODE_CHUNK_INHERITED) |
-				       CSDFS_INODE_CHUNK_SET);
 	}
 	rec.ctime_ns = csdfs_now_ns();
 	rc = csdfs_op_end_irec(&op, ino, &rec, rc);
@@ -343,7 +407,7 @@ int csdfs_fs_setxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
 
 		if (!strcmp(attr, "recompress"))
 			return csdfs_file_recompress_xattr(vol, ino, value, size);
-		return policy_set(vol, ino, attr, value, size);
+		return policy_change(vol, ino, attr, value ? value : "", size);
 	}
 	if (size > XATTR_VALUE_MAX)
 		return -E2BIG;
@@ -373,7 +437,7 @@ int csdfs_fs_removexattr(struct csdfs_vol *vol, uint64_t ino, const char *name)
 	int rc;
 
 	if (!strncmp(name, VIRT_PREFIX, strlen(VIRT_PREFIX)))
-		return -EPERM;
+		return policy_change(vol, ino, name + strlen(VIRT_PREFIX), NULL, 0);
 	rc = xattr_key(key, ino, name, &klen);
 	if (rc)
 		return rc == -ERANGE ? -ENODATA : rc;

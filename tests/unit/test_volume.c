@@ -1295,7 +1295,9 @@ START_TEST(test_policy_recompress)
 	expect_xattr_has(vol, d, "user.csdfs.policy", "codec=none (set)");
 	expect_xattr_has(vol, ROOT, "user.csdfs.policy", "(default)");
 	f = mkfile(vol, d, "f");
-	expect_xattr_has(vol, f, "user.csdfs.policy", "codec=none (inherited)");
+	snprintf(buf, sizeof(buf), "codec=none (inherited from inode %llu)",
+		 (unsigned long long)d);
+	expect_xattr_has(vol, f, "user.csdfs.policy", buf);
 
 	/* Under "none", 2:1 data is stored raw. */
 	rng_state = 81;
@@ -1349,7 +1351,9 @@ START_TEST(test_policy_recompress)
 	g = mkfile(vol, d, "g");
 	ck_assert_int_gt(xget(vol, g, "user.csdfs.chunk_size", buf, sizeof(buf)), 0);
 	ck_assert_str_eq(buf, "4096");
-	expect_xattr_has(vol, g, "user.csdfs.policy", "chunk_size=4096 (inherited)");
+	snprintf(buf, sizeof(buf), "chunk_size=4096 (inherited from inode %llu)",
+		 (unsigned long long)d);
+	expect_xattr_has(vol, g, "user.csdfs.policy", buf);
 	for (int i = 0; i < 60; i++) {
 		uint64_t off = rng_next() % 150000;
 		size_t n = 1 + rng_next() % 30000;
@@ -1383,6 +1387,116 @@ START_TEST(test_policy_recompress)
 }
 END_TEST
 
+/* A directory's policy reaches the files beneath it that have none of their
+ * own, existing ones included, at every level; clearing falls back; a
+ * rename moves a file under its new directory's policy. */
+START_TEST(test_policy_effective)
+{
+	char path[512], buf[256], want[128];
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "poleff", NULL);
+	uint64_t a, b, e, f, own, n;
+	size_t len = 64u << 10;
+	char *half = malloc(len);
+
+	a = mkdir_(vol, ROOT, "a");
+	b = mkdir_(vol, a, "b");
+	e = mkdir_(vol, ROOT, "e");
+	f = mkfile(vol, b, "f");
+	own = mkfile(vol, b, "own");
+	rng_state = 7;
+	fill(K_HALF, half, len);
+	wr(vol, f, half, len, 0);
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, own, "user.csdfs.codec", "lz4", 3, 0), 0);
+	wr(vol, own, half, len, 0);
+	expect_xattr_has(vol, f, "user.csdfs.policy", "codec=zstd:1 (default)");
+	ck_assert_int_eq(xget(vol, f, "user.csdfs.recompress", buf, sizeof(buf)), 1);
+	ck_assert_str_eq(buf, "0");
+
+	/* Set two levels up, after the file was written: it follows. */
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, a, "user.csdfs.codec", "zstd:9", 6, 0), 0);
+	snprintf(want, sizeof(want), "codec=zstd:9 (inherited from inode %llu)",
+		 (unsigned long long)a);
+	expect_xattr_has(vol, f, "user.csdfs.policy", want);
+	expect_xattr_has(vol, b, "user.csdfs.policy", want);
+	ck_assert_int_gt(xget(vol, f, "user.csdfs.recompress", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "4");
+	/* ...but a file with its own setting keeps it. */
+	expect_xattr_has(vol, own, "user.csdfs.policy", "codec=lz4 (set)");
+	ck_assert_int_gt(xget(vol, own, "user.csdfs.recompress", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "0");
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, f, "user.csdfs.recompress", "100", 3, 0), 0);
+	ck_assert_int_gt(xget(vol, f, "user.csdfs.codec", buf, sizeof(buf)), 0);
+	ck_assert_msg(!strncmp(buf, "zstd:9=", 7) && !strchr(buf, ' '), "mix %s", buf);
+	/* New writes use it too. */
+	wr(vol, f, half, len, len);
+	ck_assert_int_gt(xget(vol, f, "user.csdfs.codec", buf, sizeof(buf)), 0);
+	ck_assert_msg(!strncmp(buf, "zstd:9=", 7) && !strchr(buf, ' '), "mix %s", buf);
+
+	/* A nearer setting wins; clearing it falls back to the one above. */
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, b, "user.csdfs.codec", "none", 4, 0), 0);
+	snprintf(want, sizeof(want), "codec=none (inherited from inode %llu)",
+		 (unsigned long long)b);
+	expect_xattr_has(vol, f, "user.csdfs.policy", want);
+	ck_assert_int_eq(csdfs_fs_removexattr(vol, b, "user.csdfs.codec"), 0);
+	snprintf(want, sizeof(want), "codec=zstd:9 (inherited from inode %llu)",
+		 (unsigned long long)a);
+	expect_xattr_has(vol, f, "user.csdfs.policy", want);
+	expect_xattr_has(vol, b, "user.csdfs.policy", want);
+	ck_assert_int_eq(csdfs_fs_removexattr(vol, b, "user.csdfs.codec"), -ENODATA);
+	ck_assert_int_eq(csdfs_fs_removexattr(vol, own, "user.csdfs.codec"), 0);
+	expect_xattr_has(vol, own, "user.csdfs.policy", want);
+	ck_assert_int_gt(xget(vol, own, "user.csdfs.recompress", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "4");
+	ck_assert_int_eq(csdfs_fs_removexattr(vol, own, "user.csdfs.physical"), -EPERM);
+
+	/* A rename moves the file under its new directory's policy. */
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, e, "user.csdfs.codec", "lz4", 3, 0), 0);
+	ck_assert_int_eq(csdfs_fs_rename(vol, b, "f", e, "f", 0), 0);
+	snprintf(want, sizeof(want), "codec=lz4 (inherited from inode %llu)",
+		 (unsigned long long)e);
+	expect_xattr_has(vol, f, "user.csdfs.policy", want);
+	ck_assert_int_gt(xget(vol, f, "user.csdfs.recompress", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "8");
+
+	/* Chunk size: a new file below a directory whose ancestor changed its
+	 * setting after the directory was made gets the new one; clearing on a
+	 * directory falls back to the default; an existing file keeps its own. */
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, a, "user.csdfs.chunk_size", "64K", 3, 0), 0);
+	n = mkfile(vol, b, "n");
+	ck_assert_int_gt(xget(vol, n, "user.csdfs.chunk_size", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "65536");
+	wr(vol, n, half, 100, 0);
+	ck_assert_int_eq(csdfs_fs_removexattr(vol, a, "user.csdfs.chunk_size"), 0);
+	expect_xattr_has(vol, b, "user.csdfs.policy", "chunk_size=16384 (default)");
+	expect_xattr_has(vol, n, "user.csdfs.policy", "chunk_size=65536 (fixed at creation)");
+	ck_assert_int_eq(csdfs_fs_removexattr(vol, n, "user.csdfs.chunk_size"), -ENODATA);
+	/* An empty file may drop its own setting. */
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, own, "user.csdfs.chunk_size", "8K", 2, 0),
+			 -EBUSY);
+	n = mkfile(vol, b, "m");
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, n, "user.csdfs.chunk_size", "8K", 2, 0), 0);
+	expect_xattr_has(vol, n, "user.csdfs.policy", "chunk_size=8192 (set)");
+	ck_assert_int_eq(csdfs_fs_removexattr(vol, n, "user.csdfs.chunk_size"), 0);
+	expect_xattr_has(vol, n, "user.csdfs.policy", "chunk_size=16384 (default)");
+
+	/* Bad values change nothing. */
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, a, "user.csdfs.codec", "zstd:20", 7, 0),
+			 -EINVAL);
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, a, "user.csdfs.codec", "lz4\0x", 5, 0),
+			 -EINVAL);
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, a, "user.csdfs.codec", "", 0, 0), -EINVAL);
+	expect_xattr_has(vol, a, "user.csdfs.policy", "codec=zstd:9 (set)");
+
+	ck_assert_int_eq(csdfs_vol_close(vol), 0);
+	fsck_clean(path);
+	vol = fixture_vol_open(path, NULL);
+	expect_xattr_has(vol, f, "user.csdfs.policy", "codec=lz4 (inherited");
+	expect_file(vol, own, half, len);
+	close_fsck(vol, path);
+	free(half);
+}
+END_TEST
+
 /* ---- statfs -------------------------------------------------------------- */
 
 START_TEST(test_statfs)
@@ -1399,11 +1513,12 @@ START_TEST(test_statfs)
 	ck_assert_uint_eq(s0.f_frsize, 4096);
 	/* Logical capacity: physical x multiplier. */
 	ck_assert_uint_eq(s0.f_blocks, 2 * VOL_SIZE / 4096);
-	ck_assert_uint_le(s0.f_bfree, s0.f_blocks);
-	ck_assert_uint_eq(s0.f_bavail, s0.f_bfree);
-	/* Nothing stored yet: never more than the physical space free. */
-	ck_assert_uint_le(s0.f_bfree, VOL_SIZE / 4096);
-	ck_assert_uint_gt(s0.f_bfree, VOL_SIZE / 4096 * 9 / 10);
+	/* Nothing stored: nothing used. */
+	ck_assert_uint_eq(s0.f_bfree, s0.f_blocks);
+	ck_assert_uint_le(s0.f_bavail, s0.f_bfree);
+	/* ...and never more available than the physical space free. */
+	ck_assert_uint_le(s0.f_bavail, VOL_SIZE / 4096);
+	ck_assert_uint_gt(s0.f_bavail, VOL_SIZE / 4096 * 9 / 10);
 	ck_assert_uint_eq(s0.f_namemax, 255);
 	ck_assert_uint_gt(s0.f_files, s0.f_ffree);
 
@@ -1413,14 +1528,17 @@ START_TEST(test_statfs)
 	wr(vol, f, buf, len, 0);
 	ck_assert_int_eq(csdfs_fs_statfs(vol, &s1), 0);
 	ck_assert_uint_eq(s1.f_ffree, s0.f_ffree - 1);
-	/* 4 MiB of random data took about 1024 blocks. */
-	ck_assert_uint_le(s1.f_bfree, s0.f_bfree - 1000);
-	ck_assert_uint_ge(s1.f_bfree, s0.f_bfree - 1100);
+	/* 4 MiB stored: Used is exactly its 256 chunks of 16 KiB, and Avail
+	 * (random data, ratio 1) drops by about as much physical space. */
+	ck_assert_uint_eq(s1.f_blocks - s1.f_bfree, 1024);
+	ck_assert_uint_le(s1.f_bavail, s0.f_bavail - 1000);
+	ck_assert_uint_ge(s1.f_bavail, s0.f_bavail - 1100);
 
 	/* Deleting gives it back. */
 	ck_assert_int_eq(csdfs_fs_unlink(vol, ROOT, "f"), 0);
 	ck_assert_int_eq(csdfs_fs_statfs(vol, &s2), 0);
 	ck_assert_uint_eq(s2.f_bfree, s0.f_bfree);
+	ck_assert_uint_eq(s2.f_bavail, s0.f_bavail);
 	ck_assert_uint_eq(s2.f_ffree, s0.f_ffree);
 	close_fsck(vol, path);
 	free(buf);
@@ -1985,7 +2103,7 @@ START_TEST(test_full_volume)
 	ck_assert_int_eq(n, -ENOSPC);
 	ck_assert_int_gt(nfiles, 50);
 	ck_assert_int_eq(csdfs_fs_statfs(vol, &sv), 0);
-	ck_assert_uint_lt(sv.f_bfree, 300);
+	ck_assert_uint_lt(sv.f_bavail, 300);
 	/* Existing data is intact. */
 	expect_data(vol, f0, first, 0, len);
 	/* Truncate and punch still work on a full volume... */
@@ -2770,6 +2888,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(ns, test_xattrs);
 	tcase_add_test(ns, test_rollup);
 	tcase_add_test(ns, test_policy_recompress);
+	tcase_add_test(ns, test_policy_effective);
 	suite_add_tcase(s, ns);
 
 	tcase_set_timeout(life, 300);

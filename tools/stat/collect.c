@@ -26,7 +26,7 @@ const char *const vfield_attr[NR_VFIELDS] = {
 	"capacity_logical", "capacity_physical", "logical", "physical", "stored",
 	"zero", "free_physical", "files", "extents", "incompressible",
 	"app_bytes_written", "dev_bytes_written", "meta_bytes",
-	"atomic_write_unit", "checksum_errors",
+	"atomic_write_unit", "checksum_errors", "used_logical", "used_physical",
 };
 
 /* ------------------------------------------------------------------ */
@@ -327,6 +327,68 @@ static void row_accumulate(struct row *dst, const struct row *src, bool first)
 /* ------------------------------------------------------------------ */
 /* derived numbers                                                    */
 
+bool row_shares_blocks(const struct row *r)
+{
+	return has(r, R_PHYSICAL) && has(r, R_STORED) && r->v[R_PHYSICAL] < r->v[R_STORED];
+}
+
+/* The directory above @path (on its filesystem) whose inode is @ino, in a
+ * malloc'd string; NULL when none is. */
+static char *ancestor_of(const char *path, unsigned long long ino)
+{
+	char *up = realpath(path, NULL), *cut;
+	struct stat self, st;
+
+	if (!up || stat(up, &self))
+		goto out_none;
+	while ((cut = strrchr(up, '/'))) {
+		if (cut == up && !up[1])
+			break;          /* above "/" */
+		*(cut == up ? cut + 1 : cut) = '\0';
+		if (stat(up, &st) || st.st_dev != self.st_dev)
+			break;
+		if ((unsigned long long)st.st_ino == ino)
+			return up;
+	}
+out_none:
+	free(up);
+	return NULL;
+}
+
+char *policy_of(const char *path)
+{
+	static const char tag[] = "inherited from inode ";
+	char *pol, *at, *out, *s;
+	size_t len = 0;
+	int rc = attr_read(path, "policy", &pol);
+
+	if (rc < 0) {
+		problem(path, "cannot read user.csdfs.policy of '%s': %s", path,
+			rc == -ENODATA || rc == -ENOTSUP ? "not on a csdfs filesystem" :
+			strerror(-rc));
+		return NULL;
+	}
+	out = xcalloc(1, 1);
+	for (s = pol; (at = strstr(s, tag)); ) {
+		unsigned long long ino = strtoull(at + sizeof(tag) - 1, &s, 10);
+		char *dir = ancestor_of(path, ino), *part;
+
+		if (asprintf(&part, "%s%.*s%s%s%s%llu%s", out, (int)(at - pol - len), pol + len,
+			     dir ? "inherited from '" : tag, dir ? dir : "", dir ? "' (inode " : "",
+			     ino, dir ? ")" : "") < 0)
+			oom();
+		free(out);
+		free(dir);
+		out = part;
+		len = (size_t)(s - pol);
+	}
+	if (asprintf(&at, "%s%s", out, pol + len) < 0)
+		oom();
+	free(out);
+	free(pol);
+	return at;
+}
+
 bool row_ratio(const struct row *r, double *ratio, bool *inf)
 {
 	uint64_t l = r->v[R_LOGICAL], p = r->v[R_PHYSICAL];
@@ -601,8 +663,10 @@ void volume_as_row(const struct volume *v, struct row *r)
 	memset(r, 0, sizeof(*r));
 	r->v[R_LOGICAL] = v->v[V_LOGICAL];
 	r->v[R_PHYSICAL] = v->v[V_PHYSICAL];
+	r->v[R_STORED] = v->v[V_STORED];
 	r->have = (vhas(v, V_LOGICAL) ? 1u << R_LOGICAL : 0) |
-		  (vhas(v, V_PHYSICAL) ? 1u << R_PHYSICAL : 0);
+		  (vhas(v, V_PHYSICAL) ? 1u << R_PHYSICAL : 0) |
+		  (vhas(v, V_STORED) ? 1u << R_STORED : 0);
 	r->mix = v->mix;
 	r->have_mix = v->have_mix;
 }

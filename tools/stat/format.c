@@ -43,7 +43,7 @@ void fmt_ratio(char *buf, size_t len, const struct row *r)
 	if (!row_ratio(r, &ratio, &inf))
 		snprintf(buf, len, "-");
 	else if (inf)
-		snprintf(buf, len, "inf");
+		snprintf(buf, len, has(r, R_STORED) && r->v[R_STORED] ? "shared" : "sparse");
 	else
 		snprintf(buf, len, "%.2fx", ratio);
 }
@@ -54,6 +54,8 @@ void fmt_savings(char *buf, size_t len, const struct row *r)
 
 	if (!row_savings(r, &s))
 		snprintf(buf, len, "-");
+	else if (row_shares_blocks(r) && !r->v[R_PHYSICAL])
+		snprintf(buf, len, "shared");  /* 100% would claim it costs nothing */
 	else
 		snprintf(buf, len, "%.1f%%", 100.0 * s);
 }

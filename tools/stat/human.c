@@ -2,12 +2,16 @@
 /*
  * csdfs-stat: the human-readable report of PATH arguments, an aligned
  * table: a row per entry, and with -r a TOTAL under a rule and each
- * directory's own roll-up to compare it with.
+ * directory's own roll-up to compare it with; and --policy, a line of
+ * effective policy per PATH.
  */
 #include "stat.h"
 
+#include <errno.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ------------------------------------------------------------------ */
 /* aligned tables                                                     */
@@ -117,7 +121,13 @@ static void table_row(struct table *t, const struct row *r, const char *name, bo
 
 	table_set(t, i, c++, name);
 	cell_size(t, i, c++, r, R_LOGICAL);
-	cell_size(t, i, c++, r, R_PHYSICAL);
+	cell_size(t, i, c, r, R_PHYSICAL);
+	if (row_shares_blocks(r)) {
+		/* Marked, and explained under the table (shared_note). */
+		snprintf(buf, CELL, "%s*", table_get(t, i, c));
+		table_set(t, i, c, buf);
+	}
+	c++;
 	cell_size(t, i, c++, r, R_STORED);
 	fmt_ratio(buf, CELL, r);
 	table_set(t, i, c++, buf);
@@ -176,6 +186,52 @@ void print_paths_human(const struct rows *entries, const struct rows *rollups,
 	/* Only error lines when nothing at all could be reported. */
 	if (entries->n || rollups->n || !n_problems)
 		table_print(&t, stdout);
+	for (i = 0; i < t.n; i++)
+		if (strchr(table_get(&t, i, 2), '*')) {
+			printf("* physical below stored: part of its bytes share 4 KiB blocks "
+			       "charged to files written with it (csdfs-stat(1), SHARED BLOCKS)\n");
+			break;
+		}
 	table_free(&t);
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* --policy                                                           */
+
+static void policy_line(const char *path)
+{
+	char *pol = policy_of(path);
+
+	if (pol)
+		printf("%s: %s\n", path, pol);
+	free(pol);
+}
+
+static int policy_walk(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	if (stop_requested)
+		return 1;
+	if (type == FTW_F || type == FTW_D)
+		policy_line(path);
+	return 0;
+}
+
+void run_policy(char **paths, int npaths)
+{
+	struct stat st;
+
+	for (int i = 0; i < npaths && !stop_requested; i++) {
+		if (stat(paths[i], &st)) {
+			problem(paths[i], "cannot access '%s': %s", paths[i], strerror(errno));
+			continue;
+		}
+		if (opt.recursive && S_ISDIR(st.st_mode))
+			nftw(paths[i], policy_walk, 32, FTW_PHYS | FTW_MOUNT);
+		else
+			policy_line(paths[i]);
+	}
 	fflush(stdout);
 }

@@ -257,6 +257,8 @@ static void j_row(struct json *j, const struct row *r)
 		j_u64(j, rfield_attr[f], has(r, f), r->v[f]);
 	j_num(j, "ratio", hr, ratio);
 	j_num(j, "savings", hs, savings);
+	if (j_field(j, "shares_blocks", has(r, R_PHYSICAL) && has(r, R_STORED)))
+		fputs(row_shares_blocks(r) ? "true" : "false", j->f);
 	j_mix(j, "codec", r->have_mix, &r->mix);
 	if (opt.watch > 0) {
 		j_key(j, "delta");

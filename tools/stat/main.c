@@ -25,7 +25,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 "usage: csdfs-stat [-r] [--json] [--sort=FIELD] [-H | --bytes] [--watch N [--count K]] PATH...\n"
-"       csdfs-stat -f [--json] [-H | --bytes] [--watch N [--count K]] MOUNT...\n"
+"       csdfs-stat -f [--json | --prometheus] [-H | --bytes] [--watch N [--count K]] MOUNT...\n"
+"       csdfs-stat --policy [-r] PATH...\n"
 "\n"
 "Report logical and physical space of files, directory trees and csdfs\n"
 "volumes, read from the user.csdfs.* attributes of a mounted csdfs.\n"
@@ -35,6 +36,9 @@ static void usage(FILE *out)
 "                    a TOTAL row, and each directory's own roll-up to compare\n"
 "  -f, --filesystem  volume status page of the csdfs mounted at (or holding) MOUNT\n"
 "      --json        machine-readable output (docs/stat-json.md, csdfs-stat(1))\n"
+"      --prometheus  with -f: Prometheus text format (node_exporter textfile)\n"
+"      --policy      effective codec and chunk size of each PATH (with -r, of\n"
+"                    everything beneath) and where each comes from\n"
 "      --sort=FIELD  name (default), logical, physical, stored, zero, ratio,\n"
 "                    savings; numbers sort largest first\n"
 "  -H, --human       sizes in K/M/G/T (binary) with one decimal (default)\n"
@@ -58,11 +62,13 @@ static int usage_error(const char *fmt, const char *arg)
 
 int main(int argc, char *argv[])
 {
-	enum { O_JSON = 256, O_SORT, O_WATCH, O_COUNT };
+	enum { O_JSON = 256, O_SORT, O_WATCH, O_COUNT, O_PROM, O_POLICY };
 	static const struct option longopts[] = {
 		{ "recursive", no_argument, NULL, 'r' },
 		{ "filesystem", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "prometheus", no_argument, NULL, O_PROM },
+		{ "policy", no_argument, NULL, O_POLICY },
 		{ "sort", required_argument, NULL, O_SORT },
 		{ "human", no_argument, NULL, 'H' },
 		{ "bytes", no_argument, NULL, 'b' },
@@ -86,6 +92,8 @@ int main(int argc, char *argv[])
 		case 'H': opt.bytes = false; break;
 		case 'b': opt.bytes = true; break;
 		case O_JSON: opt.json = true; break;
+		case O_PROM: opt.prometheus = true; break;
+		case O_POLICY: opt.policy = true; break;
 		case O_SORT:
 			for (k = 0; k < sizeof(sort_names) / sizeof(sort_names[0]); k++)
 				if (!strcmp(optarg, sort_names[k]))
@@ -129,6 +137,10 @@ int main(int argc, char *argv[])
 		return usage_error("%s", "-f and -r do not go together");
 	if (opt.volume && sort_given)
 		return usage_error("%s", "--sort does not apply to -f");
+	if (opt.prometheus && (!opt.volume || opt.json))
+		return usage_error("%s", "--prometheus goes with -f, without --json");
+	if (opt.policy && (opt.volume || opt.json || sort_given || opt.watch > 0))
+		return usage_error("%s", "--policy goes with -r only (not -f, --json, --sort, --watch)");
 	if (opt.count && opt.watch <= 0)
 		return usage_error("%s", "--count needs --watch");
 	paths = optind < argc ? &argv[optind] : dot;
@@ -136,7 +148,9 @@ int main(int argc, char *argv[])
 
 	if (opt.watch > 0)
 		install_signals();
-	if (opt.volume)
+	if (opt.policy)
+		run_policy(paths, npaths);
+	else if (opt.volume)
 		run_volumes(paths, npaths);
 	else
 		run_paths(paths, npaths);

@@ -8,7 +8,8 @@
  *   collect.c  reading user.csdfs.* xattrs, walking trees, summing rows
  *   format.c   the text cells the table, the status page and the watch line share
  *   human.c    the aligned table of PATH reports
- *   status.c   the volume status page (-f) and its --watch line
+ *   status.c   the volume status page (-f), its --watch line, --prometheus
+ *   human.c    also --policy
  *   json.c     the --json documents
  *   watch.c    the sampling loop: one sample, or one every --watch seconds
  *
@@ -73,6 +74,8 @@ struct opts {
 	enum sort_key sort;
 	double watch;      /* seconds between samples; 0 = one sample */
 	long count;        /* samples to take with --watch; 0 = until SIGINT */
+	bool prometheus;   /* -f --prometheus: the text exposition format */
+	bool policy;       /* --policy: effective policy of each PATH */
 };
 
 /* Set once by main() before any sampling; read everywhere after. */
@@ -184,6 +187,17 @@ void row_free(struct row *r);
 /* Free every row of @rs and the array; @rs is empty and reusable after. */
 void rows_free(struct rows *rs);
 
+/* The row's stored bytes sit partly in 4 KiB blocks charged to other files
+ * (packed with them): its physical size is below its stored size. */
+bool row_shares_blocks(const struct row *r);
+
+/*
+ * The effective policy of @path (user.csdfs.policy) in a malloc'd string,
+ * "inherited from inode N" replaced by the directory's path when N is one of
+ * @path's ancestors; NULL (and a problem()) when it cannot be read.
+ */
+char *policy_of(const char *path);
+
 /* ratio = logical / physical. @return false when unknown; *inf when physical is 0. */
 bool row_ratio(const struct row *r, double *ratio, bool *inf);
 
@@ -204,7 +218,7 @@ void sample_paths(char **paths, int npaths, struct rows *entries,
 enum vfield { V_CAP_LOGICAL, V_CAP_PHYSICAL, V_LOGICAL, V_PHYSICAL, V_STORED,
 	      V_ZERO, V_FREE_PHYSICAL, V_FILES, V_EXTENTS, V_INCOMPRESSIBLE,
 	      V_APP_WRITTEN, V_DEV_WRITTEN, V_META_BYTES, V_ATOMIC_UNIT,
-	      V_CSUM_ERRORS, NR_VFIELDS };
+	      V_CSUM_ERRORS, V_USED_LOGICAL, V_USED_PHYSICAL, NR_VFIELDS };
 
 /* The attribute name (and JSON key) of each vfield. */
 extern const char *const vfield_attr[NR_VFIELDS];
@@ -262,10 +276,12 @@ void fmt_size(char *buf, size_t len, uint64_t v);
 /* A signed size: "+1.5M", "-4096". */
 void fmt_delta(char *buf, size_t len, int64_t d);
 
-/* "2.50x"; "inf" when logical bytes take no physical space; "-" when unknown. */
+/* "2.50x"; when logical bytes take no physical space "shared" (their stored
+ * bytes are in blocks charged to neighbours) or "sparse" (nothing stored);
+ * "-" when unknown. Never "inf". */
 void fmt_ratio(char *buf, size_t len, const struct row *r);
 
-/* "60.0%", "-" when unknown. */
+/* "60.0%", "-" when unknown, "shared" when physical is 0 but bytes are stored. */
 void fmt_savings(char *buf, size_t len, const struct row *r);
 
 /*
@@ -306,6 +322,14 @@ void print_volume_watch_line(const struct volume *v, bool header, bool show_moun
 void print_paths_json(const struct rows *entries, const struct rows *rollups,
 		      const struct row *total, long sample, double interval);
 void print_volumes_json(const struct volume *vols, int n, long sample, double interval);
+
+/* The volumes in the Prometheus text exposition format (node_exporter's
+ * textfile collector), one metric family at a time. */
+void print_volumes_prometheus(const struct volume *vols, int n);
+
+/* --policy: one line per PATH (with -r, per entry beneath): PATH, then its
+ * effective policy and where each value comes from. */
+void run_policy(char **paths, int npaths);
 
 /* ------------------------------------------------------------------ */
 /* watch.c: the sampling loop                                         */

@@ -4,7 +4,8 @@
  * attributes of its root (collect.c sample_volume): a page of labelled
  * values, or with --watch one line per sample with the changes of the
  * last interval. Ratio, savings and the codec mix are formatted as for a
- * row (volume_as_row), so the page and the table agree.
+ * row (volume_as_row), so the page and the table agree. --prometheus
+ * prints the same values in the Prometheus text exposition format.
  */
 #include "stat.h"
 
@@ -60,7 +61,9 @@ void print_volume_page(const struct volume *v)
 		return;
 	volume_as_row(v, &r);
 	printf("csdfs volume %s\n", v->mount);
-	page_size(v, "Logical capacity", V_CAP_LOGICAL, "(what df shows)");
+	page_size(v, "Logical capacity", V_CAP_LOGICAL, "(df Size)");
+	page_size(v, "Logical capacity used", V_USED_LOGICAL,
+		  "(df Used: stored chunks, a whole chunk each)");
 	page_size(v, "Physical capacity", V_CAP_PHYSICAL, "(container data area)");
 	pct_note(note, sizeof(note), v, V_LOGICAL, V_CAP_LOGICAL, "logical capacity");
 	page_size(v, "Logical used", V_LOGICAL, note);
@@ -151,5 +154,150 @@ void print_volume_watch_line(const struct volume *v, bool header, bool show_moun
 	if (show_mount)
 		printf("  %s", v->mount);
 	printf("\n");
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* --prometheus                                                       */
+
+struct prom_metric {
+	const char *name;
+	bool counter;
+	enum vfield f;
+	const char *help;
+};
+
+static const struct prom_metric prom_metrics[] = {
+	{ "csdfs_capacity_logical_bytes", false, V_CAP_LOGICAL,
+	  "Logical capacity of the volume (df Size)." },
+	{ "csdfs_used_logical_bytes", false, V_USED_LOGICAL,
+	  "Logical capacity taken by stored chunks, a whole chunk each (df Used)." },
+	{ "csdfs_capacity_physical_bytes", false, V_CAP_PHYSICAL,
+	  "Data area of the container file." },
+	{ "csdfs_used_physical_bytes", false, V_USED_PHYSICAL,
+	  "Container blocks in use." },
+	{ "csdfs_free_physical_bytes", false, V_FREE_PHYSICAL,
+	  "Container blocks free." },
+	{ "csdfs_logical_bytes", false, V_LOGICAL,
+	  "Logical size of the regular files (du --apparent-size)." },
+	{ "csdfs_physical_bytes", false, V_PHYSICAL,
+	  "4 KiB blocks charged to the regular files (du)." },
+	{ "csdfs_stored_bytes", false, V_STORED,
+	  "Compressed bytes stored, byte-exact." },
+	{ "csdfs_zero_bytes", false, V_ZERO,
+	  "Logical bytes not stored: holes and all-zero chunks." },
+	{ "csdfs_incompressible_bytes", false, V_INCOMPRESSIBLE,
+	  "Logical bytes stored raw." },
+	{ "csdfs_files", false, V_FILES, "Regular files." },
+	{ "csdfs_extents", false, V_EXTENTS, "Stored chunks." },
+	{ "csdfs_metadata_bytes", false, V_META_BYTES, "Size of the LMDB metadata file." },
+	{ "csdfs_atomic_write_unit_bytes", false, V_ATOMIC_UNIT,
+	  "Aligned writes up to this size are atomic." },
+	{ "csdfs_app_written_bytes_total", true, V_APP_WRITTEN,
+	  "Bytes written by applications." },
+	{ "csdfs_dev_written_bytes_total", true, V_DEV_WRITTEN,
+	  "Bytes written to the container." },
+	{ "csdfs_checksum_errors_total", true, V_CSUM_ERRORS,
+	  "Checksum mismatches found on read." },
+};
+
+/* A label value: backslash, double quote and newline escaped. */
+static void prom_label(const char *s)
+{
+	fputs("{mount=\"", stdout);
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			putchar('\\');
+		if (*s == '\n')
+			fputs("\\n", stdout);
+		else
+			putchar(*s);
+	}
+	fputs("\"}", stdout);
+}
+
+/* Non-empty items of a ';'-separated list. */
+static int count_items(const char *s)
+{
+	int n = 0;
+
+	while (*s) {
+		size_t k = strcspn(s, ";");
+
+		n += k > 0;
+		s += k + (s[k] == ';');
+	}
+	return n;
+}
+
+static void prom_head(const char *name, const char *type, const char *help)
+{
+	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static bool prom_ratio(const struct volume *v, double *x)
+{
+	struct row r;
+	bool inf;
+
+	volume_as_row(v, &r);
+	return row_ratio(&r, x, &inf) && !inf;
+}
+
+static bool prom_wa(const struct volume *v, double *x)
+{
+	*x = v->wa;
+	return v->have_wa;
+}
+
+static bool prom_warnings(const struct volume *v, double *x)
+{
+	*x = v->warnings ? count_items(v->warnings) : 0;
+	return v->warnings != NULL;
+}
+
+/* A gauge computed per volume; @val says whether a volume has a value. */
+static void prom_computed(const struct volume *vols, int n, const char *name,
+			  const char *help, bool (*val)(const struct volume *, double *))
+{
+	int i, shown = 0;
+	double x;
+
+	for (i = 0; i < n; i++) {
+		if (!vols[i].ok || !val(&vols[i], &x))
+			continue;
+		if (!shown++)
+			prom_head(name, "gauge", help);
+		fputs(name, stdout);
+		prom_label(vols[i].mount);
+		printf(" %.6g\n", x);
+	}
+}
+
+void print_volumes_prometheus(const struct volume *vols, int n)
+{
+	size_t m;
+	int i, shown;
+
+	for (m = 0; m < sizeof(prom_metrics) / sizeof(prom_metrics[0]); m++) {
+		const struct prom_metric *pm = &prom_metrics[m];
+
+		for (i = shown = 0; i < n; i++) {
+			if (!vols[i].ok || !vhas(&vols[i], pm->f))
+				continue;
+			if (!shown++)
+				prom_head(pm->name, pm->counter ? "counter" : "gauge", pm->help);
+			fputs(pm->name, stdout);
+			prom_label(vols[i].mount);
+			printf(" %" PRIu64 "\n", vols[i].v[pm->f]);
+		}
+	}
+	prom_computed(vols, n, "csdfs_compression_ratio",
+		      "Logical bytes / physical bytes of the regular files.", prom_ratio);
+	prom_computed(vols, n, "csdfs_write_amplification",
+		      "(Device + metadata bytes written) / application bytes written.", prom_wa);
+	prom_computed(vols, n, "csdfs_warnings",
+		      "Warnings the volume raises now (low-space, checksum-errors, failed).",
+		      prom_warnings);
 	fflush(stdout);
 }

@@ -244,7 +244,9 @@ void run_volumes(char **paths, int npaths)
 			if (vols[i].ok && sample > 1)
 				vdelta(&vols[i], prev[i], prev_have[i]);
 		}
-		if (opt.json) {
+		if (opt.prometheus) {
+			print_volumes_prometheus(vols, npaths);
+		} else if (opt.json) {
 			print_volumes_json(vols, npaths, sample, t - last);
 		} else if (opt.watch > 0) {
 			for (i = 0; i < npaths; i++)
