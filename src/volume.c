@@ -268,42 +268,67 @@ int csdfs_vol_close(struct csdfs_vol *vol)
 	return rc;
 }
 
-/* ---- statfs ---------------------------------------------------------- */
+/* ---- statfs and the space left for writers ------------------------------ */
 
-int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
+/*
+ * Blocks a writer can still fill: the free container blocks beyond the
+ * reserve, at the ratio achieved so far (never better than 1:1 for data
+ * not yet seen), and never past the logical capacity. @exact counts only
+ * runs a whole raw chunk fits in (statfs must not promise fragments), by
+ * walking the free map; otherwise every free block counts, in
+ * O(quarantine). Called with vol->lock held.
+ */
+static uint64_t writable_blocks_locked(struct csdfs_vol *vol, bool exact)
 {
-	uint64_t cap_blocks, used_phys, free_phys, mapped, logical_free, est;
+	struct csdfs_alloc *a = &vol->alloc;
+	uint64_t cap_blocks = vol->sb.logical_bytes / CSDFS_BLOCK_SIZE;
+	uint64_t used_phys = vol->counters.used_blocks;
+	uint64_t mapped = vol->counters.logical_used;
+	uint64_t free_phys, logical_free, est;
 	double ratio;
 
-	pthread_mutex_lock(&vol->lock);
-	cap_blocks = vol->sb.logical_bytes / CSDFS_BLOCK_SIZE;
-	used_phys = vol->counters.used_blocks;
-	mapped = vol->counters.logical_used;
-	/* Only space a whole raw chunk fits in counts as writable. */
-	free_phys = csdfs_alloc_usable(&vol->alloc,
-				       (vol->sb.chunk_size + CSDFS_BLOCK_SIZE - 1) /
-				       CSDFS_BLOCK_SIZE);
-	free_phys = free_phys > vol->alloc.reserve ? free_phys - vol->alloc.reserve : 0;
-	memset(sv, 0, sizeof(*sv));
-	sv->f_files = 1ull << 32;
-	sv->f_ffree = sv->f_files - vol->counters.inodes;
-	pthread_mutex_unlock(&vol->lock);
-
-	/* Never promise more than fits at the ratio achieved so far (and
-	 * never assume better than 1:1 for data not yet seen). */
+	if (exact) {
+		free_phys = csdfs_alloc_usable(a, (vol->sb.chunk_size + CSDFS_BLOCK_SIZE - 1) /
+					       CSDFS_BLOCK_SIZE);
+	} else {
+		free_phys = a->navail + (a->head_end - a->head) / CSDFS_BLOCK_SIZE;
+		for (size_t i = 0; i < a->nquar; i++)
+			free_phys += a->quar[i].count;
+	}
+	free_phys = free_phys > a->reserve ? free_phys - a->reserve : 0;
 	ratio = used_phys ? (double)mapped / ((double)used_phys * CSDFS_BLOCK_SIZE) : 1.0;
 	if (ratio < 1.0)
 		ratio = 1.0;
 	logical_free = cap_blocks > mapped / CSDFS_BLOCK_SIZE ?
 		       cap_blocks - mapped / CSDFS_BLOCK_SIZE : 0;
 	est = (uint64_t)((double)free_phys * ratio);
+	return est < logical_free ? est : logical_free;
+}
+
+int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
+{
+	memset(sv, 0, sizeof(*sv));
+	pthread_mutex_lock(&vol->lock);
+	sv->f_bavail = writable_blocks_locked(vol, true);
+	sv->f_files = 1ull << 32;
+	sv->f_ffree = sv->f_files - vol->counters.inodes;
+	pthread_mutex_unlock(&vol->lock);
+
 	sv->f_bsize = CSDFS_BLOCK_SIZE;
 	sv->f_frsize = CSDFS_BLOCK_SIZE;
-	sv->f_blocks = cap_blocks;
-	sv->f_bfree = est < logical_free ? est : logical_free;
-	sv->f_bavail = sv->f_bfree;
+	sv->f_blocks = vol->sb.logical_bytes / CSDFS_BLOCK_SIZE;
+	sv->f_bfree = sv->f_bavail;
 	sv->f_favail = sv->f_ffree;
 	sv->f_namemax = 255;
 	return 0;
 }
 
+bool csdfs_fs_space_short(struct csdfs_vol *vol, uint64_t margin, bool exact)
+{
+	uint64_t avail;
+
+	pthread_mutex_lock(&vol->lock);
+	avail = writable_blocks_locked(vol, exact);
+	pthread_mutex_unlock(&vol->lock);
+	return !avail || avail < (margin + CSDFS_BLOCK_SIZE - 1) / CSDFS_BLOCK_SIZE;
+}
