@@ -314,7 +314,7 @@ int main(int argc, char *argv[])
 		csdfs_log(LOG_WARNING, "-o uring: this kernel does not offer FUSE over io_uring "
 			  "(needs Linux >= 6.14 and /sys/module/fuse/parameters/enable_uring = Y)");
 	}
-	f.stores = csdfs_stores_start(se, f.vol);
+	f.stores = csdfs_stores_start(se, &f);
 	if (!f.stores)
 		csdfs_log(LOG_WARNING, "cannot start the page-cache store thread: "
 			  "random reads will cost more round trips");

@@ -18,6 +18,9 @@
 #include "uring.h"
 
 #define MAX_WRITE (1u << 20)
+/* In a file handle besides its O_SYNC/O_DSYNC bits: the handle writes
+ * through the kernel's writeback cache (store.c: csdfs_writers_*). */
+#define FH_CACHED_WRITER (1ull << 62)
 
 static struct csdfs_fuse *ctx(fuse_req_t req)
 {
@@ -52,15 +55,37 @@ static int kill_privs(fuse_req_t req, fuse_ino_t ino)
 	return rc < 0 ? rc : 0;
 }
 
-/* Reply with attributes, remembering the st_blocks the kernel caches. */
-static void reply_attr(fuse_req_t req, fuse_ino_t ino, int rc, const struct stat *st)
+/* How long the kernel may keep @ino's attributes from the reply about to
+ * go out, or -ENOSPC for a cached writer's GETATTR while the volume is
+ * short of space: its write(2) then fails (store.c). Where it must, the
+ * reply goes out after an invalidation, which keeps the kernel from
+ * caching it: attributes only, no page is waited for (as refresh_blocks). */
+static int attr_valid(fuse_req_t req, fuse_ino_t ino, enum csdfs_attr_reply kind,
+		      double *timeout)
 {
+	int rc;
+
+	*timeout = ctx(req)->attr_timeout;
+	rc = csdfs_writers_attr(ctx(req)->stores, ino, kind, timeout);
+	if (rc == 1 && ctx(req)->se)
+		fuse_lowlevel_notify_inval_inode(ctx(req)->se, ino, -1, 0);
+	return rc < 0 ? rc : 0;
+}
+
+/* Reply with attributes, remembering the st_blocks the kernel caches. */
+static void reply_attr(fuse_req_t req, fuse_ino_t ino, int rc, const struct stat *st,
+		       enum csdfs_attr_reply kind)
+{
+	double timeout;
+
+	if (!rc)
+		rc = attr_valid(req, ino, kind, &timeout);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	csdfs_fs_note_shown_blocks(vol_of(req), ino, (uint64_t)st->st_blocks);
-	fuse_reply_attr(req, st, ctx(req)->attr_timeout);
+	fuse_reply_attr(req, st, timeout);
 }
 
 /* Reply with a new entry and count the kernel's reference. */
@@ -75,7 +100,7 @@ static void reply_entry(fuse_req_t req, int rc, const struct stat *st)
 	memset(&e, 0, sizeof(e));
 	e.ino = st->st_ino;
 	e.attr = *st;
-	e.attr_timeout = ctx(req)->attr_timeout;
+	attr_valid(req, st->st_ino, CSDFS_REPLY_VERSIONED, &e.attr_timeout);
 	e.entry_timeout = ctx(req)->attr_timeout;
 	csdfs_fs_ref(vol_of(req), st->st_ino);
 	csdfs_fs_note_shown_blocks(vol_of(req), st->st_ino, (uint64_t)st->st_blocks);
@@ -131,7 +156,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	int rc = csdfs_fs_getattr(vol_of(req), ino, &st);
 
-	reply_attr(req, ino, rc, &st);
+	/* fi: the kernel asked with a handle (FUSE_GETATTR_FH), as it does
+	 * before a cached write(2); stat() and fstat() ask without. */
+	reply_attr(req, ino, rc, &st, fi && (fi->fh & FH_CACHED_WRITER) ?
+		   CSDFS_REPLY_WRITER : CSDFS_REPLY_VERSIONED);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -149,6 +177,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		{ FUSE_SET_ATTR_CTIME, CSDFS_SET_CTIME },
 	};
 	unsigned mask = 0;
+	double timeout;
 	struct stat st;
 	int rc;
 
@@ -171,7 +200,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		csdfs_fs_note_shown_blocks(vol_of(req), ino, (uint64_t)st.st_blocks);
 	else
 		csdfs_fs_forget_shown_blocks(vol_of(req), ino, (uint64_t)st.st_blocks);
-	fuse_reply_attr(req, &st, ctx(req)->attr_timeout);
+	attr_valid(req, ino, CSDFS_REPLY_APPLIED, &timeout);
+	fuse_reply_attr(req, &st, timeout);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -304,6 +334,19 @@ static void set_open_flags(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 		fi->direct_io = 1;
 	if (fi->direct_io)
 		csdfs_fuse_io_parallel_direct_writes();
+	/* The kernel takes this handle's write(2)s into its page cache:
+	 * ENOSPC can only reach them through a GETATTR (store.c). */
+	if (ctx(req)->writeback_cache && writable && !fi->direct_io) {
+		fi->fh |= FH_CACHED_WRITER;
+		csdfs_writers_open(ctx(req)->stores, ino);
+	}
+}
+
+/* The kernel never got the handle, or is done with it. */
+static void drop_handle(fuse_req_t req, fuse_ino_t ino, const struct fuse_file_info *fi)
+{
+	if (fi->fh & FH_CACHED_WRITER)
+		csdfs_writers_close(ctx(req)->stores, ino);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -324,12 +367,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	memset(&e, 0, sizeof(e));
 	e.ino = st.st_ino;
 	e.attr = st;
-	e.attr_timeout = e.entry_timeout = ctx(req)->attr_timeout;
+	e.entry_timeout = ctx(req)->attr_timeout;
 	csdfs_fs_ref(vol_of(req), st.st_ino);
 	csdfs_fs_note_shown_blocks(vol_of(req), st.st_ino, (uint64_t)st.st_blocks);
 	set_open_flags(req, st.st_ino, fi);
-	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+	attr_valid(req, st.st_ino, CSDFS_REPLY_APPLIED, &e.attr_timeout);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		drop_handle(req, st.st_ino, fi);
 		csdfs_fs_forget(vol_of(req), st.st_ino, 1);
+	}
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -354,7 +400,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	set_open_flags(req, ino, fi);
-	fuse_reply_open(req, fi);
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		drop_handle(req, ino, fi);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -399,6 +446,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 				   ((fi->fh & (O_SYNC | O_DSYNC)) ? CSDFS_WRITE_SYNC : 0) |
 				   (fi->writepage ? CSDFS_WRITE_KEEP_TIMES : 0));
 
+	/* Writeback the kernel will drop, or a direct writer: from now on
+	 * cached writers too are refused until space comes back. */
+	if (n == -ENOSPC)
+		csdfs_writers_enospc(ctx(req)->stores);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -426,6 +477,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	drop_handle(req, ino, fi);
 	fuse_reply_err(req, 0);
 }
 

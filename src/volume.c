@@ -277,48 +277,78 @@ int csdfs_vol_close(struct csdfs_vol *vol)
 	return rc;
 }
 
-/* ---- statfs ---------------------------------------------------------- */
+/* ---- statfs and the space left for writers ------------------------------ */
 
-int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
+/*
+ * The space left, in blocks of logical data (vol->lock held): *@logical_free
+ * is the logical capacity not taken by stored chunks; the return value is
+ * what a writer can still fill: the free container blocks beyond the
+ * reserve at the ratio achieved so far (never better than 1:1 for data not
+ * yet seen), and never past *@logical_free. @exact counts only free runs a
+ * whole raw chunk fits in (statfs must not promise fragments); otherwise
+ * every free block counts. Both cost the same on any volume size.
+ */
+static uint64_t writable_blocks_locked(struct csdfs_vol *vol, bool exact,
+				       uint64_t *logical_free)
 {
-	uint64_t cap_blocks, used_phys, free_phys, mapped, logical_free, est;
+	struct csdfs_alloc *a = &vol->alloc;
+	uint64_t cap_blocks = vol->sb.logical_bytes / CSDFS_BLOCK_SIZE;
+	uint64_t used_phys = vol->counters.used_blocks;
+	uint64_t mapped = vol->counters.logical_used;
+	uint64_t free_phys, est;
 	double ratio;
 
-	pthread_mutex_lock(&vol->lock);
-	cap_blocks = vol->sb.logical_bytes / CSDFS_BLOCK_SIZE;
-	used_phys = vol->counters.used_blocks;
-	mapped = vol->counters.logical_used;
-	/* Only space a whole raw chunk fits in counts as writable. */
-	free_phys = csdfs_alloc_usable(&vol->alloc);
-	free_phys = free_phys > vol->alloc.reserve ? free_phys - vol->alloc.reserve : 0;
+	if (exact) {
+		free_phys = csdfs_alloc_usable(a);
+	} else {
+		free_phys = a->navail + (a->head_end - a->head) / CSDFS_BLOCK_SIZE;
+		for (size_t i = 0; i < a->nquar; i++)
+			free_phys += a->quar[i].count;
+	}
+	free_phys = free_phys > a->reserve ? free_phys - a->reserve : 0;
+	ratio = used_phys ? (double)mapped / ((double)used_phys * CSDFS_BLOCK_SIZE) : 1.0;
+	if (ratio < 1.0)
+		ratio = 1.0;
+	*logical_free = cap_blocks > mapped / CSDFS_BLOCK_SIZE ?
+			cap_blocks - mapped / CSDFS_BLOCK_SIZE : 0;
+	est = (uint64_t)((double)free_phys * ratio);
+	return est < *logical_free ? est : *logical_free;
+}
+
+/*
+ * Size (f_blocks) is the logical capacity. Used (f_blocks - f_bfree) is the
+ * logical capacity taken by stored chunks, a whole chunk each
+ * (counters.logical_used: what the logical limit is enforced on; it moves
+ * only when chunks are stored or dropped, never with the ratio). Avail
+ * (f_bavail) is what still fits (writable_blocks_locked). Size - Used -
+ * Avail is logical capacity the physical space cannot back at that ratio.
+ */
+int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv)
+{
+	uint64_t logical_free;
+
 	memset(sv, 0, sizeof(*sv));
+	pthread_mutex_lock(&vol->lock);
+	sv->f_bavail = writable_blocks_locked(vol, true, &logical_free);
 	sv->f_files = 1ull << 32;
 	sv->f_ffree = sv->f_files - vol->counters.inodes;
 	pthread_mutex_unlock(&vol->lock);
 
-	/*
-	 * Size (f_blocks) is the logical capacity. Used (f_blocks - f_bfree) is
-	 * the logical capacity taken by stored chunks, a whole chunk each
-	 * (counters.logical_used: what the logical limit is enforced on; it
-	 * moves only when chunks are stored or dropped, never with the ratio).
-	 * Avail (f_bavail) is what still fits: the logical free space, but never
-	 * more than the physical free space at the ratio achieved so far (and
-	 * never better than 1:1 for data not yet seen). Size - Used - Avail is
-	 * logical capacity the physical space cannot back at that ratio.
-	 */
-	ratio = used_phys ? (double)mapped / ((double)used_phys * CSDFS_BLOCK_SIZE) : 1.0;
-	if (ratio < 1.0)
-		ratio = 1.0;
-	logical_free = cap_blocks > mapped / CSDFS_BLOCK_SIZE ?
-		       cap_blocks - mapped / CSDFS_BLOCK_SIZE : 0;
-	est = (uint64_t)((double)free_phys * ratio);
 	sv->f_bsize = CSDFS_BLOCK_SIZE;
 	sv->f_frsize = CSDFS_BLOCK_SIZE;
-	sv->f_blocks = cap_blocks;
+	sv->f_blocks = vol->sb.logical_bytes / CSDFS_BLOCK_SIZE;
 	sv->f_bfree = logical_free;
-	sv->f_bavail = est < logical_free ? est : logical_free;
 	sv->f_favail = sv->f_ffree;
 	sv->f_namemax = 255;
 	return 0;
 }
 
+bool csdfs_fs_space_short(struct csdfs_vol *vol, uint64_t margin, bool exact)
+{
+	uint64_t avail, logical_free;
+
+	pthread_mutex_lock(&vol->lock);
+	avail = writable_blocks_locked(vol, exact, &logical_free);
+	pthread_mutex_unlock(&vol->lock);
+	return !avail || avail < (margin + CSDFS_BLOCK_SIZE - 1) / CSDFS_BLOCK_SIZE;
+}

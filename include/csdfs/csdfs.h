@@ -223,6 +223,20 @@ int csdfs_fs_lseek(struct csdfs_vol *vol, uint64_t ino, uint64_t off,
 		   int whence, uint64_t *res);
 int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv);
 
+/*
+ * csdfs_fs_space_short - whether writes that reach the volume only later
+ * (a writeback cache's dirty pages) must be refused now: nothing, or less
+ * than @margin bytes, is left to write (statfs's f_bavail estimate, which
+ * counts both the physical space beyond the reserve and the logical
+ * capacity). The daemon passes the dirty data the kernel may hold for the
+ * mount: refusing more once less than that is free keeps what was already
+ * accepted storable (a delayed allocation's reservation, at the mount's
+ * grain). Not @exact, it is O(1) in the volume's size but also counts
+ * free fragments too small for a chunk; @exact counts as statfs does
+ * (walking the free map), for when a data write has just failed.
+ */
+bool csdfs_fs_space_short(struct csdfs_vol *vol, uint64_t margin, bool exact);
+
 /* Extended attributes. get/list return the value length (or the needed
  * length when @size is 0), -ERANGE if @size is too small. */
 int csdfs_fs_setxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,

@@ -2303,6 +2303,100 @@ START_TEST(test_logical_limit)
 }
 END_TEST
 
+/*
+ * csdfs_fs_space_short, the daemon's "refuse cached writes now" test, on
+ * both limits: physical space (random data) and logical capacity (2:1
+ * data on a multiplier-1 volume). It agrees with statfs's f_bavail on a
+ * volume with no fragments, turns true when writes fail, and false again
+ * when unlink or truncate gives space back.
+ */
+static void fill_until_enospc(struct csdfs_vol *vol, enum kind k, const char *prefix)
+{
+	size_t len = 1u << 20;
+	char *buf = malloc(len), name[32];
+	ssize_t n = 0;
+	uint64_t f = 0;
+
+	ck_assert_ptr_nonnull(buf);
+	for (int i = 0; i < 400 && n >= 0; i++) {
+		if (i % 8 == 0) {
+			snprintf(name, sizeof(name), "%s%d", prefix, i / 8);
+			f = mkfile(vol, ROOT, name);
+		}
+		fill(k, buf, len);
+		n = csdfs_fs_write(vol, f, buf, len, (uint64_t)(i % 8) * len, false);
+	}
+	ck_assert_int_eq(n, -ENOSPC);
+	/* Then chunk by chunk, to the last one that fits. */
+	for (uint64_t off = 0; n >= 0 || off == 0; off += CS) {
+		fill(k, buf, CS);
+		n = csdfs_fs_write(vol, f, buf, CS, (8u << 20) + off, false);
+	}
+	ck_assert_int_eq(n, -ENOSPC);
+	free(buf);
+}
+
+START_TEST(test_space_short)
+{
+	struct csdfs_mkfs_opts o;
+	struct csdfs_mount_opts mo = { .no_commit_thread = true, .io_hook = nosync_hook };
+	char path[512], name[32];
+	struct csdfs_vol *vol;
+	struct statvfs sv;
+	uint64_t avail;
+
+	snprintf(name, sizeof(name), "short%d", _i);
+	fixture_path(path, sizeof(path), name);
+	fixture_mkfs_opts(&o);
+	o.multiplier = _i ? 1.0 : 2.0;
+	fixture_vol_create(path, &o);
+	vol = fixture_vol_open(path, &mo);
+	ck_assert_int_eq(csdfs_fs_statfs(vol, &sv), 0);
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	ck_assert_uint_gt(avail, VOL_SIZE / 2);
+	for (int exact = 0; exact < 2; exact++) {
+		ck_assert(!csdfs_fs_space_short(vol, 0, exact));
+		ck_assert(!csdfs_fs_space_short(vol, avail, exact));
+		ck_assert(csdfs_fs_space_short(vol, avail + 1, exact));
+		ck_assert(csdfs_fs_space_short(vol, 1ull << 40, exact));
+	}
+
+	rng_state = 71 + (uint64_t)_i;
+	/* 0: random data exhausts the container; 1: 2:1 data exhausts the
+	 * logical capacity (64 MiB) with a third of the container free. */
+	fill_until_enospc(vol, _i ? K_HALF : K_RANDOM, "s");
+	if (_i)
+		ck_assert_uint_lt(vol_physical(vol), VOL_SIZE * 3 / 4);
+	ck_assert(csdfs_fs_space_short(vol, 1u << 20, false));
+	/* Once not one more chunk fits, nothing is left but fragments, which
+	 * only the cheap count sees, and on the logical limit not those. */
+	ck_assert(csdfs_fs_space_short(vol, 256u << 10, false));
+	ck_assert(csdfs_fs_space_short(vol, 0, true));
+	ck_assert_int_eq(csdfs_fs_statfs(vol, &sv), 0);
+	ck_assert_uint_eq(sv.f_bavail, 0);
+	if (_i)
+		ck_assert(csdfs_fs_space_short(vol, 0, false));
+
+	/* Space comes back: the first two files (16 MiB) unlinked... */
+	for (int i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		ck_assert_int_eq(csdfs_fs_unlink(vol, ROOT, name), 0);
+	}
+	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+	ck_assert(!csdfs_fs_space_short(vol, 8u << 20, false));
+	ck_assert(!csdfs_fs_space_short(vol, 8u << 20, true));
+	ck_assert(csdfs_fs_space_short(vol, 64u << 20, false));
+	/* ...and refilled; then a truncate frees a file's 8 MiB. */
+	fill_until_enospc(vol, _i ? K_HALF : K_RANDOM, "t");
+	ck_assert(csdfs_fs_space_short(vol, 1u << 20, false));
+	set_size(vol, lookup(vol, ROOT, "s2"), 0);
+	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+	ck_assert(!csdfs_fs_space_short(vol, 4u << 20, false));
+	ck_assert(!csdfs_fs_space_short(vol, 4u << 20, true));
+	close_fsck(vol, path);
+}
+END_TEST
+
 static uint64_t xnum(struct csdfs_vol *vol, uint64_t ino, const char *name)
 {
 	char buf[64];
@@ -2872,6 +2966,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(vol, test_open_bad);
 	tcase_add_test(vol, test_statfs);
 	tcase_add_test(vol, test_logical_limit);
+	tcase_add_loop_test(vol, test_space_short, 0, 2);
 	suite_add_tcase(s, vol);
 
 	tcase_set_timeout(data, 300);
