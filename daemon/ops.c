@@ -564,13 +564,11 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/* A directory's changes are made durable like a file's. */
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
-	int rc = csdfs_fs_fsync(vol_of(req), ino);
-
-	refresh_blocks(req, ino);
-	fuse_reply_err(req, -rc);
+	op_fsync(req, ino, datasync, fi);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
