@@ -89,26 +89,7 @@ int csdfs_op_begin_read(struct csdfs_vol *vol, struct csdfs_op *op)
 	return 0;
 }
 
-int csdfs_op_begin_irec(struct csdfs_vol *vol, struct csdfs_op *op, bool writable,
-			uint64_t ino, struct csdfs_inode_disk *rec)
-{
-	int rc = writable ? csdfs_op_begin(vol, op) : csdfs_op_begin_read(vol, op);
 
-	if (rc)
-		return rc;
-	rc = csdfs_irec_load(op->txn, ino, rec);
-	return rc ? csdfs_op_end(op, rc) : 0;
-}
-
-int csdfs_op_end_irec(struct csdfs_op *op, uint64_t ino,
-		      const struct csdfs_inode_disk *rec, int rc)
-{
-	if (!rc)
-		rc = csdfs_irec_store(op->txn, ino, rec);
-	if (!rc)
-		csdfs_op_touch(op, ino);
-	return csdfs_op_end(op, rc);
-}
 
 int csdfs_op_note_freed(struct csdfs_op *op, uint64_t start, uint64_t count)
 {

@@ -109,6 +109,11 @@ void csdfs_wplan_free(struct wplan *p);
 int csdfs_reg_load(struct csdfs_vol *vol, uint64_t ino,
 		   struct csdfs_inode_disk *rec);
 
+/* Put @ino's effective codec into @rec (a copy about to plan a write; its
+ * codec fields mean nothing unless CODEC_SET). Takes a read operation (wplan.c). */
+int csdfs_policy_codec(struct csdfs_vol *vol, uint64_t ino,
+		       struct csdfs_inode_disk *rec);
+
 /* ---- read.c: one stored chunk -------------------------------------------- */
 
 /* Look chunk @idx of @ino up afresh. @return 0, -ENOENT for a hole. */

@@ -327,4 +327,39 @@ bool csdfs_inode_in_use(struct csdfs_vol *vol, uint64_t ino)
 	return used;
 }
 
+/* ---- operations on one inode -------------------------------------------- */
 
+int csdfs_op_begin_irec(struct csdfs_vol *vol, struct csdfs_op *op, bool writable,
+			uint64_t ino, struct csdfs_inode_disk *rec)
+{
+	int rc = writable ? csdfs_op_begin(vol, op) : csdfs_op_begin_read(vol, op);
+
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op->txn, ino, rec);
+	return rc ? csdfs_op_end(op, rc) : 0;
+}
+
+int csdfs_op_end_irec(struct csdfs_op *op, uint64_t ino,
+		      const struct csdfs_inode_disk *rec, int rc)
+{
+	if (!rc)
+		rc = csdfs_irec_store(op->txn, ino, rec);
+	if (!rc)
+		csdfs_op_touch(op, ino);
+	return csdfs_op_end(op, rc);
+}
+
+/* The attributes the kernel is told (a read operation of its own). */
+int csdfs_fs_getattr(struct csdfs_vol *vol, uint64_t ino, struct stat *st)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_op op;
+	int rc;
+
+	rc = csdfs_op_begin_irec(vol, &op, false, ino, &rec);
+	if (rc)
+		return rc;
+	csdfs_irec_to_stat(ino, &rec, st);
+	return csdfs_op_end(&op, 0);
+}

@@ -106,19 +106,6 @@ void csdfs_irec_apply_attrs(struct csdfs_inode_disk *rec, const struct stat *in,
 		rec->ctime_ns = now;
 }
 
-/* The attributes the kernel is told (a read operation of its own). */
-int csdfs_fs_getattr(struct csdfs_vol *vol, uint64_t ino, struct stat *st)
-{
-	struct csdfs_inode_disk rec;
-	struct csdfs_op op;
-	int rc;
-
-	rc = csdfs_op_begin_irec(vol, &op, false, ino, &rec);
-	if (rc)
-		return rc;
-	csdfs_irec_to_stat(ino, &rec, st);
-	return csdfs_op_end(&op, 0);
-}
 
 /* ---- roll-ups ------------------------------------------------------------ */
 
@@ -490,22 +477,4 @@ int csdfs_policy_resolve(struct csdfs_vol *vol, struct csdfs_txn *txn, uint64_t 
 		ino = up;
 	}
 	return 0;
-}
-
-int csdfs_policy_codec(struct csdfs_vol *vol, uint64_t ino,
-		       struct csdfs_inode_disk *rec)
-{
-	struct csdfs_policy p;
-	struct csdfs_op op;
-	int rc = csdfs_op_begin_read(vol, &op);
-
-	if (rc)
-		return rc;
-	rc = csdfs_policy_resolve(vol, op.txn, ino, rec, &p);
-	rc = csdfs_op_end(&op, rc);
-	if (!rc) {
-		rec->codec = p.codec.id;
-		rec->level = p.codec.level;
-	}
-	return rc;
 }

@@ -141,15 +141,6 @@ uint64_t csdfs_thread_wchar(void);
 int csdfs_op_begin(struct csdfs_vol *vol, struct csdfs_op *op);
 int csdfs_op_begin_read(struct csdfs_vol *vol, struct csdfs_op *op);
 int csdfs_op_end(struct csdfs_op *op, int rc);
-/* Begin a write (@writable) or read operation and load @ino's record into
- * @rec. @return 0 with the operation begun, or -errno with nothing left to
- * end (a failed load ends it). */
-int csdfs_op_begin_irec(struct csdfs_vol *vol, struct csdfs_op *op, bool writable,
-			uint64_t ino, struct csdfs_inode_disk *rec);
-/* The usual end of an operation on one inode: unless @rc, store @rec and
- * mark @ino changed; then csdfs_op_end(@op, rc). */
-int csdfs_op_end_irec(struct csdfs_op *op, uint64_t ino,
-		      const struct csdfs_inode_disk *rec, int rc);
 int csdfs_op_note_freed(struct csdfs_op *op, uint64_t start, uint64_t count);
 /* Commit the open group now (vol->lock held). */
 int csdfs_vol_commit_locked(struct csdfs_vol *vol);
@@ -175,6 +166,15 @@ void csdfs_inode_put(struct csdfs_vol *vol, struct csdfs_inode *in);
 void csdfs_op_touch(struct csdfs_op *op, uint64_t ino);
 /* Wait until everything @ino changed is durable. */
 int csdfs_vol_commit_for(struct csdfs_vol *vol, uint64_t ino);
+/* inode.c: operations on one inode. Begin a write (@writable) or read operation and load @ino's record into
+ * @rec. @return 0 with the operation begun, or -errno with nothing left to
+ * end (a failed load ends it). */
+int csdfs_op_begin_irec(struct csdfs_vol *vol, struct csdfs_op *op, bool writable,
+			uint64_t ino, struct csdfs_inode_disk *rec);
+/* The usual end of an operation on one inode: unless @rc, store @rec and
+ * mark @ino changed; then csdfs_op_end(@op, rc). */
+int csdfs_op_end_irec(struct csdfs_op *op, uint64_t ino,
+		      const struct csdfs_inode_disk *rec, int rc);
 /* Is the inode referenced by the kernel (lookup count > 0)? */
 bool csdfs_inode_in_use(struct csdfs_vol *vol, uint64_t ino);
 void csdfs_itable_init(struct csdfs_itable *t);
@@ -252,10 +252,6 @@ struct csdfs_policy {
 /* @rec: @ino's record, as loaded in @txn. @return 0 or -errno. */
 int csdfs_policy_resolve(struct csdfs_vol *vol, struct csdfs_txn *txn, uint64_t ino,
 			 const struct csdfs_inode_disk *rec, struct csdfs_policy *p);
-/* Put @ino's effective codec into @rec (a copy about to plan a write; its
- * codec fields mean nothing unless CODEC_SET). Takes a read operation. */
-int csdfs_policy_codec(struct csdfs_vol *vol, uint64_t ino,
-		       struct csdfs_inode_disk *rec);
 
 int csdfs_rollup_get(struct csdfs_txn *txn, uint64_t ino,
 		     struct csdfs_rollup_disk *r);

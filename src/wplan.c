@@ -399,3 +399,20 @@ int csdfs_reg_load(struct csdfs_vol *vol, uint64_t ino,
 	return csdfs_op_end(&op, rc);
 }
 
+int csdfs_policy_codec(struct csdfs_vol *vol, uint64_t ino,
+		       struct csdfs_inode_disk *rec)
+{
+	struct csdfs_policy p;
+	struct csdfs_op op;
+	int rc = csdfs_op_begin_read(vol, &op);
+
+	if (rc)
+		return rc;
+	rc = csdfs_policy_resolve(vol, op.txn, ino, rec, &p);
+	rc = csdfs_op_end(&op, rc);
+	if (!rc) {
+		rec->codec = p.codec.id;
+		rec->level = p.codec.level;
+	}
+	return rc;
+}

@@ -6,10 +6,10 @@
  *   main.c     option parsing and dispatch
  *   util.c     allocation that exits on failure; the list of problems
  *   collect.c  reading user.csdfs.* xattrs, walking trees, summing rows
- *   format.c   the text cells the table, the status page and the watch line share
- *   human.c    the aligned table of PATH reports
+ *   format.c   the text cells the table, the status page and the watch line
+ *              share, and a sampled volume's interval figures
+ *   human.c    the aligned table of PATH reports, and --policy
  *   status.c   the volume status page (-f), its --watch line, --prometheus
- *   human.c    also --policy
  *   json.c     the --json documents
  *   watch.c    the sampling loop: one sample, or one every --watch seconds
  *
@@ -273,6 +273,12 @@ void volume_as_row(const struct volume *v, struct row *r);
 /* A size: K/M/G/T/P (binary) with one decimal, or exact bytes with --bytes. */
 void fmt_size(char *buf, size_t len, uint64_t v);
 
+/* The delta of @f over the last interval. @return false when unknown. */
+bool vdelta_get(const struct volume *v, enum vfield f, int64_t *d);
+
+/* Write amplification of the last interval: device bytes / application bytes. */
+bool interval_wa(const struct volume *v, double *wa);
+
 /* A signed size: "+1.5M", "-4096". */
 void fmt_delta(char *buf, size_t len, int64_t d);
 
@@ -333,12 +339,6 @@ void run_policy(char **paths, int npaths);
 
 /* ------------------------------------------------------------------ */
 /* watch.c: the sampling loop                                         */
-
-/* The delta of @f over the last interval. @return false when unknown. */
-bool vdelta_get(const struct volume *v, enum vfield f, int64_t *d);
-
-/* Write amplification of the last interval: device bytes / application bytes. */
-bool interval_wa(const struct volume *v, double *wa);
 
 /* SIGINT and SIGTERM set stop_requested, without SA_RESTART. */
 void install_signals(void);

@@ -95,32 +95,6 @@ static void vdelta(struct volume *v, const uint64_t *prev, unsigned prev_have)
 	}
 }
 
-bool vdelta_get(const struct volume *v, enum vfield f, int64_t *d)
-{
-	size_t i;
-
-	if (!v->have_delta)
-		return false;
-	for (i = 0; i < NR_VDELTA; i++) {
-		if (vdelta_fields[i] == f && (v->have_dv & (1u << i))) {
-			*d = v->delta[i];
-			return true;
-		}
-	}
-	return false;
-}
-
-bool interval_wa(const struct volume *v, double *wa)
-{
-	int64_t app, dev;
-
-	if (!vdelta_get(v, V_APP_WRITTEN, &app) || !vdelta_get(v, V_DEV_WRITTEN, &dev) ||
-	    app <= 0)
-		return false;
-	*wa = (double)dev / (double)app;
-	return true;
-}
-
 /* ------------------------------------------------------------------ */
 /* sampling loop                                                      */
 
