@@ -110,6 +110,11 @@ if [ "$check_only" -eq 1 ]; then
 	fi
 	grep -Eq '^[[:space:]]*user_allow_other' /etc/fuse.conf 2>/dev/null ||
 		{ echo "$prog: 'user_allow_other' is not set in /etc/fuse.conf"; rc=1; }
+	if { [ "$purpose" = test ] || [ "$purpose" = bench ]; } &&
+		! getent hosts localhost >/dev/null 2>&1; then
+		echo "$prog: 'localhost' does not resolve (mariadb-install-db needs it)"
+		rc=1
+	fi
 	[ "$rc" -eq 0 ] && echo "$prog: all dependencies for '$purpose' present"
 	exit "$rc"
 fi
@@ -153,6 +158,16 @@ fi
 # device is left as the system made it.
 if fuse_closed; then
 	echo "$prog: warning: $(fuse_closed_msg)" >&2
+fi
+
+# mariadb-install-db refuses to run unless 'localhost' resolves; a root made
+# by debootstrap has no /etc/hosts at all.
+if { [ "$purpose" = test ] || [ "$purpose" = bench ]; } &&
+	! getent hosts localhost >/dev/null 2>&1; then
+	echo "$prog: 'localhost' does not resolve: adding it to /etc/hosts"
+	printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' |
+		"${sudo_cmd[@]}" tee -a /etc/hosts >/dev/null ||
+		die "cannot add 'localhost' to /etc/hosts"
 fi
 
 # allow_other for non-root mounts (fusermount3 refuses it otherwise).

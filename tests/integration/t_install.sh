@@ -15,6 +15,12 @@ set -uo pipefail
 if [ "${CSDFS_T_INSTALL_NS:-0}" != 1 ]; then
 	[ "$(id -u)" = 0 ] || { echo "t_install: SKIP: needs root (mount namespace)"; exit 77; }
 	command -v unshare >/dev/null 2>&1 || { echo "t_install: SKIP: no unshare"; exit 77; }
+	# A chroot whose / is not a mount point cannot make its mounts private;
+	# binding over /usr/local there would reach the machine's own tree.
+	if ! err=$(unshare --mount --propagation private true 2>&1); then
+		echo "t_install: SKIP: no private mount namespace here ($err)"
+		exit 77
+	fi
 	CSDFS_T_INSTALL_NS=1 exec unshare --mount --propagation private bash "$0" "$@"
 fi
 
@@ -102,10 +108,11 @@ fi
 check "csdfs-stat --help by bare name" env PATH=/usr/local/bin:/usr/bin:/bin \
 	csdfs-stat --help
 if command -v man >/dev/null 2>&1; then
-	check_eq "man -w csdfs finds the installed page" /usr/local/share/man/man8/csdfs.8 \
-		"$(man -w csdfs 2>&1)"
-	check_eq "man -w 5 csdfs finds the format page" /usr/local/share/man/man5/csdfs.5 \
-		"$(man -w 5 csdfs 2>&1)"
+	# (Debian's /usr/local/man is a link to share/man: compare real paths)
+	check_eq "man -w csdfs finds the installed page" "$dest/usr/local/share/man/man8/csdfs.8" \
+		"$(readlink -f "$(man -w csdfs 2>&1)" | sed "s|^/usr/local/|$dest/usr/local/|")"
+	check_eq "man -w 5 csdfs finds the format page" "$dest/usr/local/share/man/man5/csdfs.5" \
+		"$(readlink -f "$(man -w 5 csdfs 2>&1)" | sed "s|^/usr/local/|$dest/usr/local/|")"
 	check "man csdfs-mkfs renders" bash -c 'man -P cat csdfs-mkfs 2>/dev/null | grep -q csdfs-mkfs'
 else
 	skip_check "man: man-db is not installed"
