@@ -83,6 +83,15 @@ mounted_by_mount() {
 # ---------- tools/install.sh into a DESTDIR ----------
 
 dest=$WORK/dest
+# meson install rewrites the build's install log, which 'ninja uninstall'
+# reads: keep the one of the user's own install.
+ilog=$CSDFS_BUILD_DIR/meson-logs/install-log.txt
+if [ -f "$ilog" ]; then
+	cp -p "$ilog" "$WORK/install-log.txt"
+	CLEANUP_HOOKS+=("cp -p '$WORK/install-log.txt' '$ilog'")
+else
+	CLEANUP_HOOKS+=("rm -f '$ilog'")
+fi
 if CSDFS_SKIP_DEPS=1 bounded 300 bash "$REPO_ROOT/tools/install.sh" --prefix /usr/local \
 	--destdir "$dest" --build "$CSDFS_BUILD_DIR" >"$WORK/install.log" 2>&1; then
 	pass "install.sh --destdir"
