@@ -46,8 +46,8 @@ esac
 
 # --- dependencies and build -------------------------------------------------
 if [ "${CSDFS_SKIP_DEPS:-0}" != 1 ]; then
-	step "dependencies (tools/deps.sh)"
-	bash tools/deps.sh
+	step "dependencies (tools/deps.sh demo)"
+	bash tools/deps.sh demo
 fi
 
 step "build ($build/)"

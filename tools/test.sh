@@ -22,7 +22,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 if [ "${CSDFS_SKIP_DEPS:-0}" != 1 ]; then
-	bash tools/deps.sh
+	bash tools/deps.sh test
 fi
 
 uring_param=/sys/module/fuse/parameters/enable_uring
