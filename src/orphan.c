@@ -95,24 +95,31 @@ static int reclaim_one(struct csdfs_op *op, uint64_t ino)
 	return csdfs_meta_del(op->txn, CSDFS_DB_ORPHANS, key, 8);
 }
 
+/* Reclaim the lowest orphan in one operation: 0 (its number in *@ino),
+ * 1 when there is none left, or -errno. */
+static int reclaim_next(struct csdfs_vol *vol, uint64_t *ino)
+{
+	struct csdfs_op op;
+	int rc = csdfs_op_begin(vol, &op);
+
+	if (rc)
+		return rc;
+	rc = first_orphan(op.txn, ino);
+	if (rc == -ENOENT) {
+		rc = csdfs_op_end(&op, 0);
+		return rc ? rc : 1;
+	}
+	if (!rc)
+		rc = reclaim_one(&op, *ino);
+	return csdfs_op_end(&op, rc);
+}
+
 int csdfs_orphan_reclaim_all(struct csdfs_vol *vol)
 {
-	for (;;) {
-		struct csdfs_op op;
-		uint64_t ino = 0;
-		int rc;
+	uint64_t ino = 0;
+	int rc;
 
-		rc = csdfs_op_begin(vol, &op);
-		if (rc)
-			return rc;
-		rc = first_orphan(op.txn, &ino);
-		if (rc == -ENOENT)
-			return csdfs_op_end(&op, 0);
-		if (!rc)
-			rc = reclaim_one(&op, ino);
-		rc = csdfs_op_end(&op, rc);
-		if (rc)
-			return rc;
+	while (!(rc = reclaim_next(vol, &ino)))
 		csdfs_log(LOG_INFO, "reclaimed unlinked inode %llu", (unsigned long long)ino);
-	}
+	return rc == 1 ? 0 : rc;
 }
