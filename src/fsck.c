@@ -36,6 +36,7 @@ struct fsck {
 	size_t ntargets, captargets;
 	struct csdfs_counters_disk sum;
 	unsigned errors, fixable_leaks, fixable_orphans, counters_bad;
+	unsigned bad_chunks;       /* --verify-data: chunks that do not verify */
 	struct node *nodes;        /* every inode, ascending ino */
 	size_t nnodes, capnodes;
 };
@@ -47,6 +48,8 @@ struct node {
 	struct csdfs_rollup_disk own;      /* a file's contribution */
 	struct csdfs_rollup_disk expect;   /* a directory's expected roll-up */
 };
+
+#define BAD_CHUNKS_LISTED 20u
 
 #define PROBLEM(f, ...) do { (f)->errors++; csdfs_log(LOG_ERR, __VA_ARGS__); } while (0)
 
@@ -156,14 +159,28 @@ static int verify_data(struct fsck *f, uint64_t ino, uint64_t idx, uint32_t cs,
 			rc = -EUCLEAN;
 		if (!rc)
 			rc = csdfs_codec_decompress(c->codec, stored, c->plen, out, c->llen);
-		if (rc)
+		/* A damaged container can hold millions: the first few say
+		 * where, report_bad_chunks() the count. */
+		if (rc && f->bad_chunks++ < BAD_CHUNKS_LISTED)
 			PROBLEM(f, "data: inode %llu offset %llu does not verify (%s)",
 				(unsigned long long)ino, (unsigned long long)(idx * cs),
 				rc == -EUCLEAN ? "checksum or decode failure" : strerror(-rc));
+		else if (rc)
+			f->errors++;
 	}
 	free(stored);
 	free(out);
 	return 0;
+}
+
+static void report_bad_chunks(const struct fsck *f)
+{
+	if (f->bad_chunks > BAD_CHUNKS_LISTED)
+		csdfs_log(LOG_ERR, "data: ... and %u more bad chunks (%u in all)",
+			  f->bad_chunks - BAD_CHUNKS_LISTED, f->bad_chunks);
+	else if (f->bad_chunks)
+		csdfs_log(LOG_ERR, "data: %u bad chunk%s in all", f->bad_chunks,
+			  f->bad_chunks == 1 ? "" : "s");
 }
 
 /* Inodes and their chunks together: both are keyed by ino first. */
@@ -675,6 +692,7 @@ int csdfs_fsck(const char *path, const struct csdfs_fsck_opts *opts)
 		rc = check_symlink_targets(&f);
 	if (rc)
 		goto out;
+	report_bad_chunks(&f);
 	check_blocks(&f);
 	check_counters(&f);
 	if (opts->verbose)

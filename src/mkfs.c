@@ -3,7 +3,10 @@
  * Volume creation (csdfs-mkfs): checks the requested geometry, lays out the
  * volume directory, preallocates the container, writes the superblock and
  * an initial metadata environment holding the root directory, the counters
- * and one free extent covering the data area.
+ * and one free extent covering the data area. A creation that fails
+ * leaves the directory as empty as it found it (or not there at all).
+ * Also the bounded wait for a volume's lock that the offline tools do
+ * first: a daemon still closes for a moment after fusermount3 -u returns.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,10 +112,81 @@ out_close:
 }
 
 
+/* Remove every file in the metadata directory @mpath, then the directory:
+ * what a --force overwrite and a failed mkfs both must clear. */
+static void remove_meta(const char *mpath)
+{
+	char f[4200];
+	DIR *d = opendir(mpath);
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(f, sizeof(f), "%s/%s", mpath, e->d_name);
+		unlink(f);
+	}
+	if (d)
+		closedir(d);
+	rmdir(mpath);
+}
+
+/* Does any mount's source name the volume at @path ("csdfs:REALPATH")? */
+static bool vol_is_mounted(const char *path)
+{
+	char line[8192], *real = realpath(path, NULL);
+	bool found = false;
+	FILE *f;
+
+	if (!real)
+		return false;
+	f = fopen("/proc/self/mountinfo", "r");
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		/* ... - fstype source options: paths come octal-escaped, so a
+		 * volume path with a blank is never matched and only waited for */
+		char *sep = strstr(line, " - "), fstype[64], source[4200];
+
+		if (sep && sscanf(sep + 3, "%63s %4199s", fstype, source) == 2 &&
+		    !strncmp(source, "csdfs:", 6) && !strcmp(source + 6, real))
+			found = true;
+	}
+	if (f)
+		fclose(f);
+	free(real);
+	return found;
+}
+
+int csdfs_vol_wait_closed(const char *path, unsigned timeout_ms,
+			  void (*waiting)(const char *path))
+{
+	char cpath[4096];
+	int fd, waited = 0;
+
+	snprintf(cpath, sizeof(cpath), "%s/%s", path, CSDFS_CONTAINER_NAME);
+	fd = open(cpath, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		if (errno != EWOULDBLOCK || vol_is_mounted(path) ||
+		    (unsigned)waited >= timeout_ms) {
+			close(fd);
+			return -EBUSY;
+		}
+		if (!waited && waiting)
+			waiting(path);
+		usleep(100 * 1000);
+		waited += 100;
+	}
+	flock(fd, LOCK_UN);
+	close(fd);
+	return 0;
+}
+
 int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *o,
 		     char *err, size_t errlen)
 {
-	char cpath[4096], mpath[4096], f[4200];
+	char cpath[4096], mpath[4096];
+	bool made_dir = false, made_container = false;
 	struct csdfs_super sb;
 	struct csdfs_io io;
 	struct stat st;
@@ -123,7 +198,7 @@ int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *o,
 	if (o->size < (64ull << 20))
 		ERR(-EINVAL, "size %llu is too small (minimum 64M)",
 		    (unsigned long long)o->size);
-	if (o->size > (1ull << 52))
+	if (o->size > CSDFS_VOL_SIZE_MAX)
 		ERR(-EINVAL, "size %llu is too large (maximum 4P)",
 		    (unsigned long long)o->size);
 	if (o->chunk_size < CSDFS_CHUNK_MIN || o->chunk_size > CSDFS_CHUNK_MAX ||
@@ -162,12 +237,7 @@ int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *o,
 			if (!rc)
 				csdfs_io_close(&io);
 			unlink(cpath);
-			snprintf(f, sizeof(f), "%s/data.mdb", mpath);
-			unlink(f);
-			snprintf(f, sizeof(f), "%s/lock.mdb", mpath);
-			unlink(f);
-			snprintf(f, sizeof(f), "%s/synced", mpath);
-			unlink(f);
+			remove_meta(mpath);
 		} else if (!dir_is_empty(path)) {
 			ERR(-EEXIST, "'%s' is a non-empty directory that is not a csdfs volume",
 			    path);
@@ -177,28 +247,46 @@ int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *o,
 		ERR(-errno, "cannot access '%s': %s", path, strerror(errno));
 	} else if (mkdir(path, 0700)) {
 		ERR(-errno, "cannot create '%s': %s", path, strerror(errno));
+	} else {
+		made_dir = true;
 	}
-	if (mkdir(mpath, 0700) && errno != EEXIST)
-		ERR(-errno, "cannot create '%s': %s", mpath, strerror(errno));
-
+	/* From here on a failure takes back all it made (out_remove): a
+	 * half-made volume would look like one to the next mkfs and like
+	 * none to csdfs. */
+	if (mkdir(mpath, 0700) && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create '%s': %s", mpath, strerror(errno));
+		goto out_remove;
+	}
 	fd = open(cpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
-		ERR(-errno, "cannot create '%s': %s", cpath, strerror(errno));
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create '%s': %s", cpath, strerror(errno));
+		goto out_remove;
+	}
+	made_container = true;
 	/* Preallocate all of it: physical space is promised up front. */
 	rc = posix_fallocate(fd, 0, (off_t)o->size);
-	if (rc) {
-		close(fd);
-		unlink(cpath);
-		if (rc == ENOSPC)
-			ERR(-ENOSPC, "the host filesystem has no room for %llu bytes",
-			    (unsigned long long)o->size);
-		ERR(-rc, "cannot preallocate '%s': %s", cpath, strerror(rc));
-	}
 	close(fd);
+	if (rc == ENOSPC || rc == EFBIG) {
+		snprintf(err, errlen, rc == ENOSPC ?
+			 "the host filesystem has no room for %llu bytes" :
+			 "the host filesystem cannot hold a file of %llu bytes",
+			 (unsigned long long)o->size);
+		rc = -ENOSPC;
+		goto out_remove;
+	} else if (rc) {
+		snprintf(err, errlen, "cannot preallocate '%s': %s", cpath, strerror(rc));
+		rc = -rc;
+		goto out_remove;
+	}
 
 	memset(&sb, 0, sizeof(sb));
-	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != sizeof(sb.uuid))
-		ERR(-EIO, "cannot get random bytes for the volume uuid");
+	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != sizeof(sb.uuid)) {
+		rc = -EIO;
+		snprintf(err, errlen, "cannot get random bytes for the volume uuid");
+		goto out_remove;
+	}
 	sb.total_blocks = o->size / CSDFS_BLOCK_SIZE;
 	sb.logical_bytes = logical / CSDFS_BLOCK_SIZE * CSDFS_BLOCK_SIZE;
 	sb.chunk_size = o->chunk_size;
@@ -206,22 +294,36 @@ int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *o,
 	sb.codec = o->codec;
 
 	rc = csdfs_io_open_posix(&io, cpath);
-	if (rc)
-		ERR(rc, "cannot open '%s': %s", cpath, strerror(-rc));
+	if (rc) {
+		snprintf(err, errlen, "cannot open '%s': %s", cpath, strerror(-rc));
+		goto out_remove;
+	}
 	rc = csdfs_super_write(&io, &sb);
 	if (!rc)
 		rc = csdfs_io_sync(&io);
 	csdfs_io_close(&io);
-	if (rc)
-		ERR(rc, "cannot write the superblock: %s", strerror(-rc));
+	if (rc) {
+		snprintf(err, errlen, "cannot write the superblock: %s", strerror(-rc));
+		goto out_remove;
+	}
 	rc = init_meta(mpath, &sb);
-	if (rc)
-		ERR(rc, "cannot create the metadata environment: %s", strerror(-rc));
+	if (rc) {
+		snprintf(err, errlen, "cannot create the metadata environment: %s",
+			 strerror(-rc));
+		goto out_remove;
+	}
 	fd = open(path, O_RDONLY | O_DIRECTORY);
 	if (fd >= 0) {
 		fsync(fd);
 		close(fd);
 	}
 	return 0;
-}
 
+out_remove:
+	if (made_container)
+		unlink(cpath);
+	remove_meta(mpath);
+	if (made_dir)
+		rmdir(path);
+	return rc;
+}

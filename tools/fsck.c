@@ -20,6 +20,11 @@ static void usage(FILE *out)
 "error, 16 usage error.\n");
 }
 
+static void say_waiting(const char *path)
+{
+	fprintf(stderr, "csdfs-fsck: waiting for the daemon of '%s' to finish closing\n", path);
+}
+
 int main(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
@@ -50,6 +55,9 @@ int main(int argc, char *argv[])
 			optind == argc ? "missing VOLUME" : "too many arguments");
 		return 16;
 	}
+	/* Right after fusermount3 -u the daemon may still be closing the
+	 * volume (bounded; a mounted one is refused at once). */
+	csdfs_vol_wait_closed(argv[optind], 10000, say_waiting);
 	rc = csdfs_fsck(argv[optind], &o);
 	if (rc == 0 && o.verbose)
 		printf("csdfs-fsck: '%s' is clean\n", argv[optind]);

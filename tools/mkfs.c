@@ -17,7 +17,8 @@ static void usage(FILE *out)
 "Create a csdfs volume: the directory VOLUME holding a fully preallocated\n"
 "container file and the LMDB metadata environment.\n"
 "\n"
-"  -s, --size SIZE          physical container size (default 8G; K/M/G/T)\n"
+"  -s, --size SIZE          physical container size, 64M to 4P (default 8G;\n"
+"                           suffixes K/M/G/T/P, powers of 1024)\n"
 "  -l, --logical-size SIZE  logical capacity shown by df (default = size)\n"
 "  -m, --multiplier X       logical capacity = size * X (1.0 to 16.0)\n"
 "  -c, --codec SPEC         default codec: zstd[:LEVEL] (-7..19), lz4, none\n"
@@ -25,6 +26,11 @@ static void usage(FILE *out)
 "  -k, --chunk SIZE         chunk size, power of two 4K..128K (default 16K)\n"
 "  -f, --force              overwrite an existing volume\n"
 "  -h, --help               this help\n");
+}
+
+static void say_waiting(const char *path)
+{
+	fprintf(stderr, "csdfs-mkfs: waiting for the daemon of '%s' to finish closing\n", path);
 }
 
 static int die(const char *fmt, const char *arg)
@@ -63,7 +69,7 @@ int main(int argc, char *argv[])
 		switch (c) {
 		case 's':
 			if (csdfs_parse_size(optarg, &o.size))
-				return die("bad size '%s' (expected e.g. 512M, 8G)", optarg);
+				return die("bad size '%s' (64M to 4P, e.g. 512M, 8G)", optarg);
 			break;
 		case 'l':
 			if (csdfs_parse_size(optarg, &o.logical_size))
@@ -109,6 +115,10 @@ int main(int argc, char *argv[])
 	if (optind != argc - 1)
 		return die("%s", optind == argc ? "missing VOLUME (try --help)" :
 			   "too many arguments (try --help)");
+	/* Right after fusermount3 -u the daemon may still be closing the old
+	 * volume --force replaces (bounded; a mounted one is refused at once). */
+	if (o.force)
+		csdfs_vol_wait_closed(argv[optind], 10000, say_waiting);
 	rc = csdfs_vol_create(argv[optind], &o, err, sizeof(err));
 	if (rc)
 		return die("%s", err);

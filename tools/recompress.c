@@ -4,7 +4,8 @@
  * their effective codec policy (after `setfattr -n user.csdfs.codec`). A
  * thin client of the mount's xattrs: reading user.csdfs.recompress gives
  * the chunks left, writing N asks the daemon to rewrite up to N of them in
- * bounded transactions. Progress is printed as it goes.
+ * bounded transactions. Progress is shown as it goes on a terminal; other
+ * output gets one final line per file.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,11 +16,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #define ATTR "user.csdfs.recompress"
 #define STEP "256"
 
-static int quiet, failures;
+static int quiet, failures, tty;   /* tty: stdout is a terminal */
 
 static long chunks_left(const char *path)
 {
@@ -52,14 +54,17 @@ static int recompress_file(const char *path)
 		left = chunks_left(path);
 		if (left < 0)
 			break;
-		if (!quiet)
+		/* A progress line rewritten in place on a terminal; a log or a
+		 * pipe gets only the final line, not a \r-joined run of them. */
+		if (!quiet && tty) {
 			printf("\r%s: %ld of %ld chunks rewritten (%.0f%%)", path,
 			       total - left, total,
 			       total ? 100.0 * (double)(total - left) / (double)total : 100.0);
-		fflush(stdout);
+			fflush(stdout);
+		}
 	}
 	if (!quiet)
-		printf("%s%s: %ld chunks rewritten, policy matched\n", total ? "\n" : "",
+		printf("%s%s: %ld chunks rewritten, policy matched\n", total && tty ? "\n" : "",
 		       path, total);
 	return 0;
 }
@@ -81,6 +86,8 @@ int main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 }
 	};
 	int recursive = 0, c;
+
+	tty = isatty(STDOUT_FILENO);
 
 	while ((c = getopt_long(argc, argv, "rqh", longopts, NULL)) != -1) {
 		switch (c) {

@@ -37,15 +37,32 @@ struct csdfs_mkfs_opts {
 	bool force;
 };
 
+/* The largest container csdfs-mkfs makes: 4 PiB (2^40 blocks). */
+#define CSDFS_VOL_SIZE_MAX (1ull << 52)
+
 /*
  * csdfs_vol_create - create a volume directory at @path.
  * @err: receives a one-line reason on failure (no newline).
  * @return 0, -EEXIST (a volume is there and !force, or a non-volume,
  * non-empty directory), -EINVAL (bad option), -ENOSPC (host too small),
- * -errno.
+ * -errno. On failure nothing it made is left: a directory it created is
+ * removed, an existing one is left empty.
  */
 int csdfs_vol_create(const char *path, const struct csdfs_mkfs_opts *opts,
 		     char *err, size_t errlen);
+
+/*
+ * csdfs_vol_wait_closed - wait up to @timeout_ms (polling every 100 ms) for
+ * the volume at @path to be free of its lock, as when a daemon is still
+ * closing it after fusermount3 -u returned. A volume that is still mounted
+ * (a mount's source names it) is not waited for. @waiting, if not NULL, is
+ * called once, before the first wait, with @path.
+ * For the offline tools, before they open the volume; the lock is not kept.
+ * @return 0 (free, or no container there: the tool's open reports that),
+ * -EBUSY (mounted, or still locked at the deadline).
+ */
+int csdfs_vol_wait_closed(const char *path, unsigned timeout_ms,
+			  void (*waiting)(const char *path));
 
 struct csdfs_mount_opts {
 	unsigned commit_ms;        /* group-commit interval; 0 = default */
@@ -262,7 +279,14 @@ struct csdfs_fsck_opts {
 };
 int csdfs_fsck(const char *path, const struct csdfs_fsck_opts *opts);
 
-/* Parse "123", "4K", "16M", "8G", "1T" (binary). @return 0 or -EINVAL. */
+/* Parse a size: decimal digits with an optional binary suffix K, M, G, T,
+ * P or E (either case, optionally followed by "i" and/or "B": 4K, 16MiB,
+ * 1PB). No sign, blank or fraction.
+ * @return 0, -EINVAL (not a size), -ERANGE (more than 2^64 - 1 bytes). */
 int csdfs_parse_size(const char *text, uint64_t *out);
+
+/* Parse a whole decimal number, digits only.
+ * @return 0, -EINVAL (not a number), -ERANGE (more than 2^64 - 1). */
+int csdfs_parse_u64(const char *text, uint64_t *out);
 
 #endif

@@ -47,6 +47,16 @@ mkfs_refused "--size abc" --size abc
 mkfs_refused "--size 0" --size 0
 mkfs_refused "--size -5G" --size -5G
 mkfs_refused "--size 10Q" --size 10Q
+mkfs_refused "--size 16E (more than 2^64 bytes)" --size 16E
+mkfs_refused "--size 5P (above the 4P maximum)" --size 5P
+check_grep_i "mkfs --size 5P: names the maximum" 'too large \(maximum 4P\)' "$WORK/err"
+# every size up to the maximum parses; these fail only for the host's room
+# (a preallocation of 1P to 4P fails at once), leaving nothing behind
+for s in 1P 4P 4PiB 4096T; do
+	mkfs_refused "--size $s (more than the host holds)" --size $s
+	check_grep_i "mkfs --size $s: a host-space refusal, not a bad size" \
+		'host filesystem (has no room|cannot hold)' "$WORK/err"
+done
 mkfs_refused "--size 4K (too small to hold a volume)" --size 4K
 mkfs_refused "--codec gzip" --size 64M --codec gzip
 mkfs_refused "--codec zstd:99" --size 64M --codec zstd:99
@@ -121,6 +131,40 @@ fi
 check_eq "non-volume directory untouched" "keep" "$(cat "$WORK/notvol/precious" 2>&1)"
 check_eq "non-volume directory gained nothing" "precious" "$(ls -A "$WORK/notvol" | tr '\n' ' ' | sed 's/ $//')"
 check "mkfs --force over an existing volume" timeout 120 "$CSDFS_MKFS" --force "${MB[@]}" "$GOOD"
+
+# a mkfs that fails for lack of host space leaves nothing behind: next to
+# nothing on a tiny tmpfs host, a new directory and an existing empty one
+if [ "$(id -u)" = 0 ] && mkdir "$WORK/tiny" && mount -t tmpfs -o size=40m none "$WORK/tiny"; then
+	timeout 60 "$CSDFS_MKFS" --size 64M "$WORK/tiny/vol" >"$WORK/out" 2>"$WORK/err"
+	rc=$?
+	check_eq "mkfs --size 64M on a 40M host: exit 1 ($(head -n 1 "$WORK/err"))" 1 $rc
+	check_eq "mkfs on a 40M host: one line on stderr" 1 "$(nlines "$WORK/err")"
+	check_grep_i "mkfs on a 40M host: says the host has no room" 'host filesystem has no room' "$WORK/err"
+	if [ -e "$WORK/tiny/vol" ]; then
+		fail "mkfs on a 40M host: left '$WORK/tiny/vol' behind: $(ls -A "$WORK/tiny/vol" | tr '\n' ' ')"
+	else
+		pass "mkfs on a 40M host: left nothing behind"
+	fi
+	mkdir "$WORK/tiny/empty"
+	timeout 60 "$CSDFS_MKFS" --size 64M "$WORK/tiny/empty" >"$WORK/out" 2>"$WORK/err"
+	check_eq "mkfs into an existing empty directory on a 40M host: exit 1" 1 $?
+	check_eq "the existing directory is left empty" "" "$(ls -A "$WORK/tiny/empty")"
+	check_eq "host space is all given back" "$(df --output=used "$WORK/tiny" | tail -n 1 | tr -d ' ')" \
+		"$(umount "$WORK/tiny" && mount -t tmpfs -o size=40m none "$WORK/tiny" &&
+		   df --output=used "$WORK/tiny" | tail -n 1 | tr -d ' ')"
+	umount "$WORK/tiny"
+	# the same on a host that fits the second try: that mkfs must not take
+	# the leftover of the first for a volume
+	mount -t tmpfs -o size=100m none "$WORK/tiny"
+	timeout 60 "$CSDFS_MKFS" --size 128M "$WORK/tiny/vol" >/dev/null 2>&1
+	check_eq "mkfs --size 128M on a 100M host: exit 1" 1 $?
+	check "then mkfs --size 64M of the same path succeeds" \
+		timeout 60 "$CSDFS_MKFS" --size 64M "$WORK/tiny/vol"
+	check "and that volume is fsck-clean" timeout 60 "$CSDFS_FSCK" "$WORK/tiny/vol"
+	umount "$WORK/tiny"
+else
+	skip_check "mkfs on a tiny host: needs root and tmpfs"
+fi
 
 # --- csdfs: refused mounts ---
 
@@ -227,6 +271,32 @@ rm -rf "$v/meta"
 mount_refused "a volume without its meta/ directory" 'meta|lmdb|missing|not found|no such|corrupt|not a csdfs' "$v"
 
 mount_refused "a bad option (-o commit_ms=abc)" 'commit_ms|invalid|bad|option' "$GOOD" "$MNT2" -o commit_ms=abc
+
+# option_refused OPTION REGEX: -o OPTION is refused in one line that names
+# the option and its range (REGEX), mounting nothing
+option_refused() {
+	mount_refused "-o $1" "$2" "$GOOD" "$MNT2" -o "$1"
+	check_eq "-o $1: one line on stderr" 1 "$(nlines "$WORK/err")"
+	check_grep_i "-o $1: the line starts with 'csdfs: '" '^csdfs: ' "$WORK/err"
+}
+COMMIT_RANGE="bad value .* for -o commit_ms \\(a whole number from 1 to 60000 ms\\)"
+THREADS_RANGE="bad value .* for -o max_threads \\(a whole number from 1 to 256 threads\\)"
+for v in -1 0 abc 60001 4294967296 1.5 ' 5' 99999999999999999999999; do
+	option_refused "commit_ms=$v" "'$v' for -o commit_ms|$COMMIT_RANGE"
+	check_grep_i "-o commit_ms=$v: names the range" "$COMMIT_RANGE" "$WORK/err"
+done
+for v in -3 0 257 abc; do
+	option_refused "max_threads=$v" "$THREADS_RANGE"
+done
+option_refused "cache_size=-1" "bad value '-1' for -o cache_size \\(a size from 0 to 64G"
+option_refused "cache_size=65G" "bad value '65G' for -o cache_size \\(a size from 0 to 64G"
+option_refused "readahead=1Z" "bad value '1Z' for -o readahead \\(a size from 0 to 64M"
+option_refused "readahead=65M" "bad value '65M' for -o readahead \\(a size from 0 to 64M"
+option_refused "max_dirty=17G" "bad value '17G' for -o max_dirty \\(a size from 0 to 16G"
+option_refused "max_dirty=-1" "bad value '-1' for -o max_dirty \\(a size from 0 to 16G"
+option_refused "bogus" "^csdfs: unknown option 'bogus' \\(csdfs --help"
+option_refused "bogus,nonsense" "^csdfs: unknown option 'bogus,nonsense'"
+option_refused "commit_ms" "^csdfs: unknown option 'commit_ms'"
 
 # --- already mounted ---
 VOL=$GOOD
