@@ -27,11 +27,13 @@
  * is about to dispatch it, and writev adds the flags to the INIT reply
  * when the kernel offered them, and to the reply of an open or create
  * whose handler asked (csdfs_fuse_io_parallel_direct_writes). Everything else
- * passes through.
+ * passes through. The note of each request is also where requests are
+ * counted by opcode, for user.csdfs.requests (both transports pass it).
  */
 #include <errno.h>
 #include <linux/fuse.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -66,6 +68,54 @@ static void *after_init_arg;
 static bool offer_uring;
 /* The largest request or reply body the connection allows (INIT reply). */
 static size_t max_payload;
+
+/*
+ * Requests by opcode, counted where every request of either transport is
+ * noted (csdfs_fuse_io_note_request): what user.csdfs.requests reports.
+ * Relaxed atomics: a count may lag a request in flight, never lose one.
+ */
+#define OPCODES 64u
+static uint64_t req_count[OPCODES + 1];      /* [OPCODES]: any other opcode */
+static const char *const opcode_name[OPCODES] = {
+	[FUSE_LOOKUP] = "lookup", [FUSE_FORGET] = "forget", [FUSE_GETATTR] = "getattr",
+	[FUSE_SETATTR] = "setattr", [FUSE_READLINK] = "readlink", [FUSE_SYMLINK] = "symlink",
+	[FUSE_MKNOD] = "mknod", [FUSE_MKDIR] = "mkdir", [FUSE_UNLINK] = "unlink",
+	[FUSE_RMDIR] = "rmdir", [FUSE_RENAME] = "rename", [FUSE_LINK] = "link",
+	[FUSE_OPEN] = "open", [FUSE_READ] = "read", [FUSE_WRITE] = "write",
+	[FUSE_STATFS] = "statfs", [FUSE_RELEASE] = "release", [FUSE_FSYNC] = "fsync",
+	[FUSE_SETXATTR] = "setxattr", [FUSE_GETXATTR] = "getxattr",
+	[FUSE_LISTXATTR] = "listxattr", [FUSE_REMOVEXATTR] = "removexattr",
+	[FUSE_FLUSH] = "flush", [FUSE_INIT] = "init", [FUSE_OPENDIR] = "opendir",
+	[FUSE_READDIR] = "readdir", [FUSE_RELEASEDIR] = "releasedir",
+	[FUSE_FSYNCDIR] = "fsyncdir", [FUSE_GETLK] = "getlk", [FUSE_SETLK] = "setlk",
+	[FUSE_SETLKW] = "setlkw", [FUSE_ACCESS] = "access", [FUSE_CREATE] = "create",
+	[FUSE_INTERRUPT] = "interrupt", [FUSE_BMAP] = "bmap", [FUSE_DESTROY] = "destroy",
+	[FUSE_IOCTL] = "ioctl", [FUSE_POLL] = "poll", [FUSE_NOTIFY_REPLY] = "notify_reply",
+	[FUSE_BATCH_FORGET] = "batch_forget", [FUSE_FALLOCATE] = "fallocate",
+	[FUSE_READDIRPLUS] = "readdirplus", [FUSE_RENAME2] = "rename2",
+	[FUSE_LSEEK] = "lseek", [FUSE_COPY_FILE_RANGE] = "copy_file_range",
+	[FUSE_SETUPMAPPING] = "setupmapping", [FUSE_REMOVEMAPPING] = "removemapping",
+	[FUSE_SYNCFS] = "syncfs", [FUSE_TMPFILE] = "tmpfile",
+};
+
+int csdfs_fuse_io_requests(char *buf, size_t len)
+{
+	uint64_t n[OPCODES + 1], total = 0;
+	size_t used;
+	int w;
+
+	for (unsigned i = 0; i <= OPCODES; i++)
+		total += n[i] = __atomic_load_n(&req_count[i], __ATOMIC_RELAXED);
+	w = snprintf(buf, len, "total=%llu", (unsigned long long)total);
+	for (unsigned i = 0; w >= 0 && (size_t)w < len && i <= OPCODES; i++) {
+		used = (size_t)w;
+		if (n[i])
+			w += snprintf(buf + used, len - used, " %s=%llu",
+				      i < OPCODES && opcode_name[i] ? opcode_name[i] : "other",
+				      (unsigned long long)n[i]);
+	}
+	return w >= 0 && (size_t)w < len ? w : -ERANGE;
+}
 
 static bool kill_flag_of(const struct fuse_in_header *h, const char *arg, size_t len)
 {
@@ -109,6 +159,8 @@ void csdfs_fuse_io_note_request(const void *buf, size_t n)
 	memcpy(&h, buf, sizeof(h));
 	req_unique = h.unique;
 	req_opcode = h.opcode;
+	__atomic_add_fetch(&req_count[h.opcode < OPCODES && opcode_name[h.opcode] ?
+				      h.opcode : OPCODES], 1, __ATOMIC_RELAXED);
 	if (h.opcode == FUSE_INIT && n >= sizeof(h) + offsetof(struct fuse_init_in, flags2)) {
 		struct fuse_init_in in = { 0 };
 		size_t alen = n - sizeof(h);

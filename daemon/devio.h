@@ -22,6 +22,11 @@ void csdfs_fuse_io_offer_uring(bool on);
 /* Note a request about to be dispatched by this thread (what io_read does
  * for requests read from /dev/fuse): its kill-privileges flag, or INIT. */
 void csdfs_fuse_io_note_request(const void *buf, size_t n);
+/* The requests noted so far by opcode, for user.csdfs.requests on the
+ * root: "total=N lookup=N getattr=N ..." (opcodes never seen left out,
+ * unnamed ones summed as "other"). Any thread. @return the length, or
+ * -ERANGE when @len is too short. */
+int csdfs_fuse_io_requests(char *buf, size_t len);
 /* Once INIT accepted io_uring: the payload buffer size each ring entry
  * needs; 0 when requests stay on /dev/fuse. */
 size_t csdfs_fuse_io_uring_payload(void);

@@ -5,7 +5,8 @@
  * are fetched with one pread (streaming runs past the host's page cache).
  * A checksum mismatch is re-checked against a fresh mapping (the chunk may
  * have been replaced and its blocks recycled meanwhile) before it is
- * reported as corruption. Also SEEK_DATA / SEEK_HOLE, which read the map.
+ * reported as corruption. Also SEEK_DATA / SEEK_HOLE and the chunk-size
+ * histogram (user.csdfs.histogram), which read the map.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -462,5 +463,56 @@ int csdfs_fs_lseek(struct csdfs_vol *vol, uint64_t ino, uint64_t off,
 		}
 	}
 	csdfs_cursor_close(cur);
+	return csdfs_op_end(&op, rc);
+}
+
+/* ---- the chunk-size histogram -------------------------------------------- */
+
+int csdfs_fs_histogram(struct csdfs_vol *vol, uint64_t ino,
+		       struct csdfs_histogram *h)
+{
+	struct csdfs_inode_disk rec;
+	struct csdfs_chunk_disk c;
+	struct csdfs_cursor *cur;
+	struct csdfs_val k, v;
+	struct csdfs_op op;
+	uint64_t nchunks, seen = 0;
+	uint8_t key[16];
+	int rc;
+
+	memset(h, 0, sizeof(*h));
+	rc = csdfs_op_begin_read(vol, &op);
+	if (rc)
+		return rc;
+	rc = csdfs_irec_load(op.txn, ino, &rec);
+	if (!rc && !S_ISREG(rec.mode))
+		rc = -ENODATA;
+	if (rc)
+		return csdfs_op_end(&op, rc);
+	h->chunk_size = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
+	nchunks = (rec.size + h->chunk_size - 1) / h->chunk_size;
+	rc = csdfs_cursor_open(op.txn, CSDFS_DB_CHUNKS, &cur);
+	if (rc)
+		return csdfs_op_end(&op, rc);
+	csdfs_chunk_key(key, ino, 0);
+	for (rc = csdfs_cursor_seek(cur, key, 16, &k, &v); !rc;
+	     rc = csdfs_cursor_next(cur, &k, &v)) {
+		if (k.len != 16 || csdfs_be64_get(k.data) != ino ||
+		    csdfs_be64_get((const uint8_t *)k.data + 8) >= nchunks)
+			break;
+		rc = csdfs_rec_chunk_decode(&v, &c);
+		if (rc)
+			break;
+		seen++;
+		if (c.codec == CSDFS_CODEC_NONE)
+			h->raw++;
+		else if (c.plen)
+			h->stored[(c.plen - 1) / CSDFS_BLOCK_SIZE < CSDFS_HIST_BUCKETS ?
+				  (c.plen - 1) / CSDFS_BLOCK_SIZE : CSDFS_HIST_BUCKETS - 1]++;
+	}
+	csdfs_cursor_close(cur);
+	if (rc == -ENOENT)
+		rc = 0;
+	h->zero = nchunks > seen ? nchunks - seen : 0;
 	return csdfs_op_end(&op, rc);
 }

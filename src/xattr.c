@@ -3,7 +3,11 @@
  * Extended attributes: stored user/trusted/security xattrs (db "xattrs"),
  * and the virtual, read-only user.csdfs.* attributes that report space
  * accounting. The virtual ones answer getxattr by name but are never listed,
- * so cp -a, tar --xattrs and rsync -X do not try to copy them.
+ * so cp -a, tar --xattrs and rsync -X do not try to copy them. Most come
+ * from the inode record or the roll-ups; user.csdfs.histogram scans the
+ * file's chunk map (read.c) and user.csdfs.syncs reads the I/O seam's
+ * counters. user.csdfs.requests is the daemon's own (it counts the FUSE
+ * requests) and never reaches this file.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -153,6 +157,19 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 				(double)(c->dev_bytes_written + c->meta_bytes_written) /
 				(double)c->app_bytes_written);
 	}
+	if (!strcmp(attr, "syncs")) {
+		uint64_t commits;
+
+		/* Generations count from 1 at open, one per group closed,
+		 * made durable in order: the last durable one = commits
+		 * (vol->lock is held: the operation's). */
+		commits = vol->durable_gen;
+		return snprintf(buf, len, "container=%llu data.mdb=%llu record=%llu group_commits=%llu",
+				(unsigned long long)csdfs_io_syncs(CSDFS_IO_CONTAINER),
+				(unsigned long long)csdfs_io_syncs(CSDFS_IO_META_DATA),
+				(unsigned long long)csdfs_io_syncs(CSDFS_IO_META_RECORD),
+				(unsigned long long)commits);
+	}
 	if (!strcmp(attr, "checksum_errors"))
 		return snprintf(buf, len, "%llu", (unsigned long long)c->csum_errors);
 	if (!strcmp(attr, "warnings")) {
@@ -172,6 +189,33 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 		return used;
 	}
 	return -ENODATA;
+}
+
+/* user.csdfs.histogram's stable text line: "chunk=16384 4K=N 8K=N 12K=N
+ * 16K=N raw=N zero=N", one bucket per 4 KiB up to the chunk size (one above
+ * it only when it holds chunks). @return its length, or -ERANGE. */
+static int histogram_fmt(const struct csdfs_histogram *h, char *buf, size_t len)
+{
+	size_t used = 0;
+	int n;
+
+	n = snprintf(buf, len, "chunk=%u", h->chunk_size);
+	for (unsigned i = 0; n >= 0 && (size_t)n < len - used && i < CSDFS_HIST_BUCKETS; i++) {
+		used += (size_t)n;
+		n = 0;
+		if ((i + 1) * CSDFS_BLOCK_SIZE <= h->chunk_size || h->stored[i])
+			n = snprintf(buf + used, len - used, " %uK=%llu",
+				     (i + 1) * (CSDFS_BLOCK_SIZE / 1024),
+				     (unsigned long long)h->stored[i]);
+	}
+	if (n >= 0 && (size_t)n < len - used) {
+		used += (size_t)n;
+		n = snprintf(buf + used, len - used, " raw=%llu zero=%llu",
+			     (unsigned long long)h->raw, (unsigned long long)h->zero);
+	}
+	if (n < 0 || (size_t)n >= len - used)
+		return -ERANGE;
+	return (int)(used + (size_t)n);
 }
 
 /* @return value length written into @buf, or -ENODATA for an unknown name. */
@@ -347,21 +391,33 @@ int csdfs_fs_getxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
 	if (rc)
 		return rc;
 	if (!strncmp(name, VIRT_PREFIX, strlen(VIRT_PREFIX))) {
+		const char *attr = name + strlen(VIRT_PREFIX);
 		char buf[1024];
 
-		if (!strcmp(name + strlen(VIRT_PREFIX), "recompress")) {
+		/* Each of these reads in an operation of its own. */
+		if (!strcmp(attr, "recompress") || !strcmp(attr, "histogram")) {
+			struct csdfs_histogram h;
+
 			csdfs_op_end(&op, 0);
-			rc = csdfs_file_recompress_left(vol, ino);
-			if (rc < 0)
-				return rc;
-			rc = snprintf(buf, sizeof(buf), "%d", rc);
+			if (!strcmp(attr, "histogram")) {
+				rc = csdfs_fs_histogram(vol, ino, &h);
+				if (!rc)
+					rc = histogram_fmt(&h, buf, sizeof(buf));
+				if (rc < 0)
+					return rc;
+			} else {
+				rc = csdfs_file_recompress_left(vol, ino);
+				if (rc < 0)
+					return rc;
+				rc = snprintf(buf, sizeof(buf), "%d", rc);
+			}
 			if (size && (size_t)rc > size)
 				return -ERANGE;
 			if (size)
 				memcpy(value, buf, (size_t)rc);
 			return rc;
 		}
-		rc = virtual_get(&op, ino, name + strlen(VIRT_PREFIX), buf, sizeof(buf));
+		rc = virtual_get(&op, ino, attr, buf, sizeof(buf));
 		if (rc >= 0) {
 			v.data = buf;
 			v.len = (size_t)rc;

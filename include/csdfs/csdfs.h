@@ -241,6 +241,37 @@ int csdfs_fs_lseek(struct csdfs_vol *vol, uint64_t ino, uint64_t off,
 int csdfs_fs_statfs(struct csdfs_vol *vol, struct statvfs *sv);
 
 /*
+ * A regular file's stored chunks by compressed size, for the question a
+ * CSD user asks of 16 KiB InnoDB pages ("how many fit in 4K, 8K, 12K?").
+ * stored[i] counts the chunks stored compressed in more than i * 4 KiB and
+ * at most (i + 1) * 4 KiB (byte-exact stored length, before any packing or
+ * rounding); raw the chunks stored uncompressed (codec none, whether the
+ * policy said so or compression saved nothing); zero the chunks within
+ * st_size that are not stored (holes, all-zero chunks). A partial last
+ * chunk counts as a chunk. Sum of all = ceil(st_size / chunk_size).
+ */
+#define CSDFS_HIST_BUCKETS (CSDFS_CHUNK_MAX / CSDFS_BLOCK_SIZE)
+struct csdfs_histogram {
+	uint32_t chunk_size;       /* the file's chunk size */
+	uint64_t stored[CSDFS_HIST_BUCKETS];
+	uint64_t raw;
+	uint64_t zero;
+};
+
+/*
+ * csdfs_fs_histogram - fill @h for @ino: one read operation that walks the
+ * file's chunk records once, O(chunks) in time and O(1) in memory; a file
+ * of 10^6 chunks is a scan of 10^6 records (24 bytes each) in that one
+ * call. Like every read operation it holds the volume lock throughout, so
+ * other operations wait for the scan. Any thread.
+ * @return 0, -ENOENT (no such inode), -ENODATA (not a regular file), or
+ * -EUCLEAN (a chunk record that is not one).
+ */
+int csdfs_fs_histogram(struct csdfs_vol *vol, uint64_t ino,
+		       struct csdfs_histogram *h);
+
+
+/*
  * csdfs_fs_space_short - whether writes that reach the volume only later
  * (a writeback cache's dirty pages) must be refused now: nothing, or less
  * than @margin bytes, is left to write (statfs's f_bavail estimate, which

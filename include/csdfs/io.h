@@ -28,6 +28,7 @@ enum csdfs_io_role {
 	CSDFS_IO_CONTAINER,       /* the volume's container */
 	CSDFS_IO_META_DATA,       /* the metadata environment's data.mdb */
 	CSDFS_IO_META_RECORD,     /* the metadata durability record (meta/synced) */
+	CSDFS_IO_NR_ROLES
 };
 
 /*
@@ -94,6 +95,14 @@ int csdfs_io_open_file(struct csdfs_io *io, const char *path, bool create,
  * @return 0 or -errno from fstat(2).
  */
 int csdfs_io_wrap_fd(struct csdfs_io *io, int fd, enum csdfs_io_role role);
+
+/*
+ * csdfs_io_syncs - the host syncs (fdatasync(2) calls, failed ones too) the
+ * POSIX backend has made on files of @role since the process started,
+ * whichever volume they belong to (a daemon serves one). Any thread; the
+ * count is read without a lock (relaxed atomic).
+ */
+uint64_t csdfs_io_syncs(enum csdfs_io_role role);
 
 static inline int csdfs_io_pread(struct csdfs_io *io, void *buf, size_t len,
 				 uint64_t off)

@@ -419,6 +419,53 @@ if need_json "-f --json values"; then
 	check_eq "-f --json savings = 1 - physical / logical" "$want" "$s"
 fi
 
+# ---------- requests and host syncs (issue 19.3) ----------
+# 20 appends, each followed by its own fsync (dd conv=fsync): at least 20
+# FSYNC requests reach the daemon, and each finds a change not yet durable,
+# so each commits: at least 20 container syncs and 20 group commits more.
+# user.csdfs.requests is the daemon's, user.csdfs.syncs libcsdfs's.
+log "[$((SECONDS - T_START)) s] requests and host syncs"
+# count_of LIST KEY: N of KEY=N in a user.csdfs.requests/.syncs list (0 if absent)
+count_of() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { n = $2 } END { print n + 0 }'; }
+req0=$(xv "$MNT" user.csdfs.requests) syn0=$(xv "$MNT" user.csdfs.syncs)
+check_grep_i "user.csdfs.requests: total=N and opcode=N counts" '^total=[0-9]+ .*getxattr=[0-9]+' <(echo "$req0")
+check_grep_i "user.csdfs.syncs: the three files and group commits" \
+	'^container=[0-9]+ data\.mdb=[0-9]+ record=[0-9]+ group_commits=[0-9]+$' <(echo "$syn0")
+rm -f "$T/fsynced"
+for i in $(seq 20); do
+	bounded 30 dd if=/dev/urandom of="$T/fsynced" bs=4K count=1 seek=$((i - 1)) \
+		conv=notrunc,fsync status=none || fail "dd conv=fsync $i"
+done
+req1=$(xv "$MNT" user.csdfs.requests) syn1=$(xv "$MNT" user.csdfs.syncs)
+d_fsync=$(($(count_of "$req1" fsync) - $(count_of "$req0" fsync)))
+d_cont=$(($(count_of "$syn1" container) - $(count_of "$syn0" container)))
+d_gc=$(($(count_of "$syn1" group_commits) - $(count_of "$syn0" group_commits)))
+check "20 fsync calls: at least 20 FSYNC requests ($d_fsync)" test "$d_fsync" -ge 20
+check "20 fsync calls: at least 20 container syncs ($d_cont)" test "$d_cont" -ge 20
+check "20 fsync calls: at least 20 group commits ($d_gc)" test "$d_gc" -ge 20
+check "20 fsync calls: at least 20 data.mdb and record syncs" test \
+	$(($(count_of "$syn1" data.mdb) - $(count_of "$syn0" data.mdb))) -ge 20 -a \
+	$(($(count_of "$syn1" record) - $(count_of "$syn0" record))) -ge 20
+getfattr -d -m - "$MNT" >"$OUT/root-listed" 2>&1
+check "user.csdfs.requests and .syncs are not listed" bash -c "! grep -Eq 'requests|syncs' '$OUT/root-listed'"
+bounded 60 "$STAT" -f "$MNT" >"$OUT/fr.txt" 2>&1
+n=$(awk '/^  FSYNC requests / { print $3 }' "$OUT/fr.txt")
+check "-f shows the FSYNC requests (${n:-none}, >= $(($(count_of "$req0" fsync) + 20)))" \
+	test "${n:-0}" -ge $(($(count_of "$req0" fsync) + 20))
+n=$(awk '/^  Container syncs / { print $3 }' "$OUT/fr.txt")
+check "-f shows the container syncs (${n:-none}, >= $(($(count_of "$syn0" container) + 20)))" \
+	test "${n:-0}" -ge $(($(count_of "$syn0" container) + 20))
+check_grep_i "-f shows requests by opcode" '^  Requests by opcode +total=[0-9]+ .*fsync=[0-9]+' "$OUT/fr.txt"
+if need_json "-f --json request and sync counts"; then
+	bounded 60 "$STAT" -f --json "$MNT" >"$OUT/fr.json" 2>&1
+	n=$(jget "$OUT/fr.json" volumes.0.fsync_requests)
+	check "-f --json fsync_requests ($n)" test "$n" -ge $(($(count_of "$req0" fsync) + 20))
+	n=$(jget "$OUT/fr.json" volumes.0.requests_by_opcode.fsync)
+	check "-f --json requests_by_opcode.fsync ($n)" test "$n" -ge $(($(count_of "$req0" fsync) + 20))
+	n=$(jget "$OUT/fr.json" volumes.0.syncs_container)
+	check "-f --json syncs_container ($n)" test "$n" -ge $(($(count_of "$syn0" container) + 20))
+fi
+
 # ---------- --watch ----------
 
 log "[$((SECONDS - T_START)) s] --watch"
@@ -464,7 +511,7 @@ check_eq "PATH --watch 0.2 --count 2 exits 0" 0 $?
 check_eq "PATH --watch: two tables with delta columns" 2 "$(grep -c '+LOGICAL' "$OUT/wp.txt")"
 check_grep_i "PATH --watch: second sample shows +0 deltas" "r4m .* \+0 +\+0 +\+0 " "$OUT/wp.txt"
 bounded 60 "$STAT" -f --watch 0.2 --count 2 "$MNT" >"$OUT/wf.txt" 2>&1
-check_grep_i "-f --watch header" '^TIME +LOGICAL +\+LOGICAL +PHYSICAL +\+PHYSICAL +RATIO +FREE +APP-WRITTEN +DEV-WRITTEN +WA$' "$OUT/wf.txt"
+check_grep_i "-f --watch header" '^TIME +LOGICAL +\+LOGICAL +PHYSICAL +\+PHYSICAL +RATIO +FREE +APP-WRITTEN +DEV-WRITTEN +WA +REQ/S +FSYNC/S +SYNC/S +COMMIT/S$' "$OUT/wf.txt"
 check_eq "-f --watch: header + 2 sample lines" 3 "$(wc -l <"$OUT/wf.txt")"
 "$STAT" -f --watch 30 "$MNT" >"$OUT/wi.txt" 2>&1 &
 wpid=$!

@@ -768,6 +768,85 @@ START_TEST(test_compression_accounting)
 }
 END_TEST
 
+/*
+ * The chunk-size histogram (user.csdfs.histogram, csdfs_fs_histogram): one
+ * 16 KiB write per chunk of known compressibility: zeros (a hole), random
+ * (stored raw), and N KiB of random bytes after 16 - N KiB of zeros, which
+ * compress to a little over N KiB; a hole left between two writes. Also the
+ * host syncs a commit makes (csdfs_io_syncs).
+ */
+START_TEST(test_histogram)
+{
+	/* random KiB per chunk: -1 = all zero, 16 = all random, -2 = not written */
+	static const int rnd_kib[] = { -1, 16, 2, 6, 10, 14, 2, -2, 6 };
+	const size_t cs = FIXTURE_CHUNK_SIZE, n = sizeof(rnd_kib) / sizeof(rnd_kib[0]);
+	char path[512], v[256], list[1024];
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "hist", NULL);
+	uint64_t f = mkfile(vol, ROOT, "pages"), syncs;
+	struct csdfs_histogram h;
+	struct stat in = { 0 }, st;
+	char *buf = malloc(cs);
+	int len, listed;
+
+	rng_state = 7;
+	for (size_t i = 0; i < n; i++) {
+		if (rnd_kib[i] == -2)
+			continue;
+		memset(buf, 0, cs);
+		if (rnd_kib[i] > 0)
+			fill(K_RANDOM, buf + cs - (size_t)rnd_kib[i] * 1024, (size_t)rnd_kib[i] * 1024);
+		wr(vol, f, buf, cs, i * cs);
+	}
+	ck_assert_int_eq(csdfs_fs_histogram(vol, f, &h), 0);
+	ck_assert_uint_eq(h.chunk_size, cs);
+	ck_assert_uint_eq(h.stored[0], 2);   /* 2 KiB of random bytes, twice */
+	ck_assert_uint_eq(h.stored[1], 2);   /* 6 KiB */
+	ck_assert_uint_eq(h.stored[2], 1);   /* 10 KiB */
+	ck_assert_uint_eq(h.stored[3], 1);   /* 14 KiB */
+	for (unsigned b = 4; b < CSDFS_HIST_BUCKETS; b++)
+		ck_assert_uint_eq(h.stored[b], 0);
+	ck_assert_uint_eq(h.raw, 1);
+	ck_assert_uint_eq(h.zero, 2);        /* the zero chunk and the hole */
+	len = xget(vol, f, "user.csdfs.histogram", v, sizeof(v));
+	ck_assert_int_gt(len, 0);
+	ck_assert_str_eq(v, "chunk=16384 4K=2 8K=2 12K=1 16K=1 raw=1 zero=2");
+	/* Read by name only: never listed, so cp -a does not copy it. */
+	listed = csdfs_fs_listxattr(vol, f, list, sizeof(list));
+	ck_assert_int_ge(listed, 0);
+	ck_assert_ptr_null(memmem(list, (size_t)listed, "histogram", 9));
+	ck_assert_int_eq(csdfs_fs_getxattr(vol, ROOT, "user.csdfs.histogram", v, sizeof(v)),
+			 -ENODATA);
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, f, "user.csdfs.histogram", "x", 1, 0), -EPERM);
+	/* A size probe answers the length; a short buffer is ERANGE. */
+	ck_assert_int_eq(csdfs_fs_getxattr(vol, f, "user.csdfs.histogram", NULL, 0), len);
+	ck_assert_int_eq(csdfs_fs_getxattr(vol, f, "user.csdfs.histogram", v, 8), -ERANGE);
+
+	/* An extended size adds holes; a truncate drops chunks. */
+	in.st_size = (off_t)((n + 3) * cs);
+	ck_assert_int_eq(csdfs_fs_setattr(vol, f, &in, CSDFS_SET_SIZE, &st), 0);
+	ck_assert_int_eq(csdfs_fs_histogram(vol, f, &h), 0);
+	ck_assert_uint_eq(h.zero, 5);
+	in.st_size = (off_t)(3 * cs);
+	ck_assert_int_eq(csdfs_fs_setattr(vol, f, &in, CSDFS_SET_SIZE, &st), 0);
+	ck_assert_int_eq(csdfs_fs_histogram(vol, f, &h), 0);
+	ck_assert_uint_eq(h.stored[0] + h.stored[1] + h.stored[2] + h.stored[3], 1);
+	ck_assert_uint_eq(h.raw, 1);
+	ck_assert_uint_eq(h.zero, 1);
+
+	/* A commit of changed data syncs the container and the metadata. */
+	syncs = csdfs_io_syncs(CSDFS_IO_CONTAINER);
+	wr(vol, f, buf, cs, 0);
+	ck_assert_int_eq(csdfs_fs_fsync(vol, f), 0);
+	ck_assert_uint_gt(csdfs_io_syncs(CSDFS_IO_CONTAINER), syncs);
+	ck_assert_int_gt(xget(vol, ROOT, "user.csdfs.syncs", v, sizeof(v)), 0);
+	ck_assert_msg(strstr(v, "container=") && strstr(v, " data.mdb=") &&
+		      strstr(v, " record=") && strstr(v, " group_commits="), "syncs: '%s'", v);
+	ck_assert_msg(strtoull(strstr(v, "group_commits=") + 14, NULL, 10) >= 1, "syncs: '%s'", v);
+	close_fsck(vol, path);
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_sparse_seek)
 {
 	char path[512];
@@ -2974,6 +3053,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(data, test_streaming_reads);
 	tcase_add_test(data, test_compression_accounting);
 	tcase_add_test(data, test_sparse_seek);
+	tcase_add_test(data, test_histogram);
 	tcase_add_test(data, test_truncate);
 	tcase_add_test(data, test_fallocate);
 	suite_add_tcase(s, data);

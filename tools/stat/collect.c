@@ -27,6 +27,14 @@ const char *const vfield_attr[NR_VFIELDS] = {
 	"zero", "free_physical", "files", "extents", "incompressible",
 	"app_bytes_written", "dev_bytes_written", "meta_bytes",
 	"atomic_write_unit", "checksum_errors", "used_logical", "used_physical",
+	"requests", "fsync_requests", "syncs_container", "syncs_data_mdb", "syncs_record",
+	"group_commits",
+};
+
+/* Where the fields from V_REQUESTS on come from: attribute and key. */
+static const struct { const char *attr, *key; } vlisted[NR_VFIELDS - V_REQUESTS] = {
+	{ "requests", "total" }, { "requests", "fsync" }, { "syncs", "container" },
+	{ "syncs", "data.mdb" }, { "syncs", "record" }, { "syncs", "group_commits" },
 };
 
 /* ------------------------------------------------------------------ */
@@ -118,6 +126,27 @@ static bool attr_u64(const char *path, const char *attr, uint64_t *v)
 		problem(path, "'%s' has a malformed user.csdfs.%s: '%s'", path, attr, s);
 	free(s);
 	return ok;
+}
+
+/* The value of @key in the "key=N key=N" list @s. */
+bool kv_get(const char *s, const char *key, uint64_t *v)
+{
+	size_t k = strlen(key);
+	char num[32];
+
+	for (; *s; s += strcspn(s, " "), s += strspn(s, " ")) {
+		size_t n;
+
+		if (strncmp(s, key, k) || s[k] != '=')
+			continue;
+		n = strcspn(s + k + 1, " ");
+		if (n >= sizeof(num))
+			return false;
+		memcpy(num, s + k + 1, n);
+		num[n] = '\0';
+		return parse_u64(num, v);
+	}
+	return false;
 }
 
 /* A string attribute; NULL when absent or unreadable (unreadable = problem). */
@@ -280,6 +309,78 @@ void rows_free(struct rows *rs)
 	memset(rs, 0, sizeof(*rs));
 }
 
+/* ------------------------------------------------------------------ */
+/* the chunk-size histogram                                           */
+
+/* "chunk=16384 4K=3 8K=1 ... raw=2 zero=5": keys not known here are skipped
+ * (a later daemon may add some). @return false when malformed. */
+static bool hist_parse(struct hist *h, const char *s)
+{
+	char key[32], val[32];
+	uint64_t v;
+	int n;
+
+	memset(h, 0, sizeof(*h));
+	while (*s) {
+		unsigned long kib;
+		char *end;
+
+		if (sscanf(s, " %31[^= ]=%31s%n", key, val, &n) != 2 || !parse_u64(val, &v))
+			return false;
+		s += n;
+		kib = strtoul(key, &end, 10);
+		if (!strcmp(key, "chunk") && v <= UINT32_MAX)
+			h->chunk = (uint32_t)v;
+		else if (!strcmp(key, "raw"))
+			h->raw = v;
+		else if (!strcmp(key, "zero"))
+			h->zero = v;
+		else if (end != key && !strcmp(end, "K") && kib % 4 == 0 && kib &&
+			 kib / 4 <= HIST_BUCKETS)
+			h->b[kib / 4 - 1] = v;
+		while (*s == ' ')
+			s++;
+	}
+	return true;
+}
+
+/* user.csdfs.histogram of the regular file @path. */
+static bool hist_load(struct hist *h, const char *path)
+{
+	char *s = attr_str(path, "histogram");
+	bool ok;
+
+	if (!s)
+		return false;
+	ok = hist_parse(h, s);
+	if (!ok)
+		problem(path, "'%s' has a malformed user.csdfs.histogram: '%s'", path, s);
+	free(s);
+	return ok;
+}
+
+static void hist_add(struct hist *dst, const struct hist *src, bool first)
+{
+	for (unsigned i = 0; i < HIST_BUCKETS; i++)
+		dst->b[i] += src->b[i];
+	dst->raw += src->raw;
+	dst->zero += src->zero;
+	if (first)
+		dst->chunk = src->chunk;
+	else if (dst->chunk != src->chunk)
+		dst->chunk = 0;
+}
+
+unsigned hist_buckets(const struct hist *h)
+{
+	unsigned n = (h->chunk ? h->chunk : HIST_BUCKETS * 4096u) / 4096u;
+
+	for (unsigned i = n; i < HIST_BUCKETS; i++)
+		if (h->b[i])
+			n = i + 1;
+	return n < HIST_BUCKETS ? n : HIST_BUCKETS;
+}
+
 /*
  * Fill @r from the xattrs of @path (a regular file or a directory, per
  * @st). The caller has checked that logical answers (probe_csdfs).
@@ -305,6 +406,9 @@ static void row_load(struct row *r, const char *path, const struct stat *st,
 			r->have |= 1u << f;
 	}
 	r->have_mix = mix_load(&r->mix, path);
+	/* A directory's is the sum over its files (hist_of_tree). */
+	if (opt.histogram && r->kind == ROW_FILE)
+		r->have_hist = hist_load(&r->hist, path);
 }
 
 /* Add @src's fields into @dst; a field unknown in any row is unknown in the sum. */
@@ -322,6 +426,8 @@ static void row_accumulate(struct row *dst, const struct row *src, bool first)
 		dst->have_mix = dst->have_mix && src->have_mix;
 	}
 	mix_merge(&dst->mix, &src->mix);
+	hist_add(&dst->hist, &src->hist, first);
+	dst->have_hist = first ? src->have_hist : dst->have_hist && src->have_hist;
 }
 
 /* ------------------------------------------------------------------ */
@@ -522,6 +628,53 @@ static int row_sort_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* The histogram of directory row @r: the sum over the regular files
+ * beneath it, each counted once (@files, walked from it). */
+static void hist_of_tree(struct row *r, const struct rows *files)
+{
+	r->have_hist = true;
+	memset(&r->hist, 0, sizeof(r->hist));
+	for (size_t i = 0; i < files->n; i++) {
+		hist_add(&r->hist, &files->v[i].hist, i == 0);
+		r->have_hist = r->have_hist && files->v[i].have_hist;
+	}
+}
+
+/* Walk the directory @p for its rows' regular files into @out. */
+static void walk_files(const char *p, const struct stat *st, struct rows *out)
+{
+	walk_rows = out;
+	walk_dev = st->st_dev;
+	if (nftw(p, walk_one, 32, FTW_PHYS | FTW_MOUNT) < 0)
+		problem(p, "cannot walk '%s': %s", p, strerror(errno));
+}
+
+/*
+ * --histogram of the directory row @rs->v[@at] (@p, @st): walk it for its
+ * regular files, each counted once; with @entries they become its rows.
+ */
+static void dir_hist(const char *p, const struct stat *st, struct rows *rs,
+		     size_t at, struct rows *entries)
+{
+	struct rows files = { 0 };
+
+	walk_files(p, st, &files);
+	rows_dedup(&files);
+	hist_of_tree(&rs->v[at], &files);
+	if (!entries) {
+		rows_free(&files);
+		return;
+	}
+	for (size_t i = 0; i < files.n; i++) {
+		struct row *e = rows_push(entries);
+		size_t seq = e->seq;
+
+		*e = files.v[i];
+		e->seq = seq;   /* discovery order among all entries */
+	}
+	free(files.v);
+}
+
 void sample_paths(char **paths, int npaths, struct rows *entries,
 		  struct rows *rollups, struct row *total)
 {
@@ -548,12 +701,16 @@ void sample_paths(char **paths, int npaths, struct rows *entries,
 
 			row_load(r, p, &st, logical);
 			r->kind = ROW_ROLLUP;
-			walk_rows = entries;
-			walk_dev = st.st_dev;
-			if (nftw(p, walk_one, 32, FTW_PHYS | FTW_MOUNT) < 0)
-				problem(p, "cannot walk '%s': %s", p, strerror(errno));
+			if (opt.histogram)
+				dir_hist(p, &st, rollups, rollups->n - 1, entries);
+			else
+				walk_files(p, &st, entries);
 		} else {
-			row_load(rows_push(entries), p, &st, logical);
+			struct row *r = rows_push(entries);
+
+			row_load(r, p, &st, logical);
+			if (opt.histogram && S_ISDIR(st.st_mode))
+				dir_hist(p, &st, entries, entries->n - 1, NULL);
 		}
 	}
 	rows_dedup(entries);
@@ -575,8 +732,9 @@ void volume_clear(struct volume *v)
 {
 	free(v->warnings);
 	free(v->policy);
+	free(v->requests);
 	mix_free(&v->mix);
-	v->warnings = v->policy = NULL;
+	v->warnings = v->policy = v->requests = NULL;
 	v->have = 0;
 	v->have_wa = v->have_mix = v->ok = v->have_delta = false;
 	v->have_dv = 0;
@@ -642,9 +800,22 @@ void sample_volume(struct volume *v)
 	v->ok = true;
 	v->v[V_LOGICAL] = logical;
 	v->have = 1u << V_LOGICAL;
-	for (f = 0; f < NR_VFIELDS; f++)
+	for (f = 0; f < V_REQUESTS; f++)
 		if (f != V_LOGICAL && attr_u64(v->mount, vfield_attr[f], &v->v[f]))
 			v->have |= 1u << f;
+	v->requests = attr_str(v->mount, "requests");
+	s = attr_str(v->mount, "syncs");
+	for (f = V_REQUESTS; f < NR_VFIELDS; f++) {
+		const char *list = !strcmp(vlisted[f - V_REQUESTS].attr, "requests") ? v->requests : s;
+
+		/* A count missing from the requests list is an opcode not
+		 * seen yet: 0. */
+		v->v[f] = 0;
+		if (list && (kv_get(list, vlisted[f - V_REQUESTS].key, &v->v[f]) ||
+			     list == v->requests))
+			v->have |= 1u << f;
+	}
+	free(s);
 	s = attr_str(v->mount, "write_amplification");
 	if (s) {
 		v->have_wa = parse_double(s, &v->wa);

@@ -121,6 +121,16 @@ bool vdelta_get(const struct volume *v, enum vfield f, int64_t *d)
 	return false;
 }
 
+bool vrate_get(const struct volume *v, enum vfield f, double *rate)
+{
+	int64_t d;
+
+	if (v->interval <= 0 || !vdelta_get(v, f, &d))
+		return false;
+	*rate = (double)d / v->interval;
+	return true;
+}
+
 bool interval_wa(const struct volume *v, double *wa)
 {
 	int64_t app, dev;

@@ -2,7 +2,8 @@
 /*
  * csdfs-stat: the human-readable report of PATH arguments, an aligned
  * table: a row per entry, and with -r a TOTAL under a rule and each
- * directory's own roll-up to compare it with; and --policy, a line of
+ * directory's own roll-up to compare it with; --histogram, the same rows
+ * as counts of stored chunks by compressed size; and --policy, a line of
  * effective policy per PATH.
  */
 #include "stat.h"
@@ -16,7 +17,7 @@
 /* ------------------------------------------------------------------ */
 /* aligned tables                                                     */
 
-#define MAX_COLS 12
+#define MAX_COLS (HIST_BUCKETS + 6)   /* --histogram's, the widest */
 
 struct table {
 	int ncols;
@@ -192,6 +193,92 @@ void print_paths_human(const struct rows *entries, const struct rows *rollups,
 			       "charged to files written with it (csdfs-stat(1), SHARED BLOCKS)\n");
 			break;
 		}
+	table_free(&t);
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* --histogram                                                        */
+
+static void hist_row(struct table *t, const struct row *r, const char *name,
+		     unsigned nb, bool rule)
+{
+	size_t i = table_add(t, rule);
+	uint64_t all;
+	char buf[CELL];
+	unsigned b;
+	int c = 0;
+
+	table_set(t, i, c++, name);
+	if (!r->have_hist) {
+		for (; c < t->ncols; c++)
+			table_set(t, i, c, "-");
+		return;
+	}
+	if (r->hist.chunk)
+		fmt_size(buf, CELL, r->hist.chunk);
+	else
+		strcpy(buf, "mixed");
+	table_set(t, i, c++, buf);
+	all = r->hist.raw + r->hist.zero;
+	for (b = 0; b < nb; b++) {
+		snprintf(buf, CELL, "%llu", (unsigned long long)r->hist.b[b]);
+		table_set(t, i, c++, buf);
+		all += r->hist.b[b];
+	}
+	snprintf(buf, CELL, "%llu", (unsigned long long)r->hist.raw);
+	table_set(t, i, c++, buf);
+	snprintf(buf, CELL, "%llu", (unsigned long long)r->hist.zero);
+	table_set(t, i, c++, buf);
+	snprintf(buf, CELL, "%llu", (unsigned long long)all);
+	table_set(t, i, c, buf);
+}
+
+void print_histogram_human(const struct rows *entries, const struct rows *rollups,
+			   const struct row *total)
+{
+	static char head[HIST_BUCKETS][16];
+	struct table t = { 0 };
+	unsigned nb = 0, b;
+	char *name;
+	size_t i;
+
+	for (i = 0; i < entries->n; i++)
+		if (entries->v[i].have_hist && hist_buckets(&entries->v[i].hist) > nb)
+			nb = hist_buckets(&entries->v[i].hist);
+	for (i = 0; i < rollups->n; i++)
+		if (rollups->v[i].have_hist && hist_buckets(&rollups->v[i].hist) > nb)
+			nb = hist_buckets(&rollups->v[i].hist);
+	t.head[t.ncols++] = "NAME";
+	t.head[t.ncols++] = "CHUNK";
+	for (b = 0; b < nb; b++) {
+		snprintf(head[b], sizeof(head[b]), "<=%uK", (b + 1) * 4);
+		t.head[t.ncols++] = head[b];
+	}
+	t.head[t.ncols++] = "RAW";
+	t.head[t.ncols++] = "ZERO";
+	t.head[t.ncols++] = "CHUNKS";
+	t.left[0] = true;
+	for (i = 0; i < entries->n; i++)
+		hist_row(&t, &entries->v[i], entries->v[i].name, nb, false);
+	if (opt.recursive) {
+		if (asprintf(&name, "TOTAL (%zu file%s)", entries->n,
+			     entries->n == 1 ? "" : "s") < 0)
+			oom();
+		hist_row(&t, total, name, nb, true);
+		free(name);
+		for (i = 0; i < rollups->n; i++) {
+			if (asprintf(&name, "%s (roll-up)", rollups->v[i].name) < 0)
+				oom();
+			hist_row(&t, &rollups->v[i], name, nb, false);
+			free(name);
+		}
+	}
+	if (entries->n || rollups->n || !n_problems) {
+		table_print(&t, stdout);
+		printf("stored chunks by compressed size (byte-exact, before 4 KiB rounding); "
+		       "RAW = stored uncompressed, ZERO = holes and all-zero chunks, not stored\n");
+	}
 	table_free(&t);
 	fflush(stdout);
 }

@@ -260,6 +260,22 @@ static void j_row(struct json *j, const struct row *r)
 	if (j_field(j, "shares_blocks", has(r, R_PHYSICAL) && has(r, R_STORED)))
 		fputs(row_shares_blocks(r) ? "true" : "false", j->f);
 	j_mix(j, "codec", r->have_mix, &r->mix);
+	j_key(j, "histogram");
+	if (!r->have_hist) {
+		j_null(j);
+	} else {
+		char key[16];
+
+		j_open(j, '{');
+		j_u64(j, "chunk_size", r->hist.chunk, r->hist.chunk);
+		for (unsigned b = 0; b < hist_buckets(&r->hist); b++) {
+			snprintf(key, sizeof(key), "%uK", (b + 1) * 4);
+			j_u64(j, key, true, r->hist.b[b]);
+		}
+		j_u64(j, "raw", true, r->hist.raw);
+		j_u64(j, "zero", true, r->hist.zero);
+		j_close(j, '}');
+	}
 	if (opt.watch > 0) {
 		j_key(j, "delta");
 		if (!r->have_delta) {
@@ -323,6 +339,26 @@ static void j_volume(struct json *j, const struct volume *v)
 	j_num(j, "write_amplification", v->have_wa, v->wa);
 	j_mix(j, "codec", v->have_mix, &v->mix);
 	j_str(j, "policy", v->policy);
+	j_key(j, "requests_by_opcode");
+	if (!v->requests) {
+		j_null(j);
+	} else {
+		/* "total=N lookup=N ...": every key but total */
+		char *list = xstrdup(v->requests), *save2 = NULL, *kv, *eq;
+		uint64_t n;
+
+		j_open(j, '{');
+		for (kv = strtok_r(list, " ", &save2); kv; kv = strtok_r(NULL, " ", &save2)) {
+			eq = strchr(kv, '=');
+			if (!eq || eq == kv)
+				continue;
+			*eq = '\0';
+			if (strcmp(kv, "total") && kv_get(v->requests, kv, &n))
+				j_u64(j, kv, true, n);
+		}
+		free(list);
+		j_close(j, '}');
+	}
 	j_key(j, "warnings");
 	if (!v->warnings) {
 		j_null(j);

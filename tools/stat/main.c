@@ -27,6 +27,7 @@ static void usage(FILE *out)
 "usage: csdfs-stat [-r] [--json] [--sort=FIELD] [-H | --bytes] [--watch N [--count K]] PATH...\n"
 "       csdfs-stat -f [--json | --prometheus] [-H | --bytes] [--watch N [--count K]] MOUNT...\n"
 "       csdfs-stat --policy [-r] PATH...\n"
+"       csdfs-stat --histogram [-r] [--json] PATH...\n"
 "\n"
 "Report logical and physical space of files, directory trees and csdfs\n"
 "volumes, read from the user.csdfs.* attributes of a mounted csdfs.\n"
@@ -39,6 +40,8 @@ static void usage(FILE *out)
 "      --prometheus  with -f: Prometheus text format (node_exporter textfile)\n"
 "      --policy      effective codec and chunk size of each PATH (with -r, of\n"
 "                    everything beneath) and where each comes from\n"
+"      --histogram   stored chunks by compressed size (<=4K, <=8K, ...), raw\n"
+"                    and zero (holes), per file; a directory sums its files\n"
 "      --sort=FIELD  name (default), logical, physical, stored, zero, ratio,\n"
 "                    savings; numbers sort largest first\n"
 "  -H, --human       sizes in K/M/G/T (binary) with one decimal (default)\n"
@@ -62,13 +65,14 @@ static int usage_error(const char *fmt, const char *arg)
 
 int main(int argc, char *argv[])
 {
-	enum { O_JSON = 256, O_SORT, O_WATCH, O_COUNT, O_PROM, O_POLICY };
+	enum { O_JSON = 256, O_SORT, O_WATCH, O_COUNT, O_PROM, O_POLICY, O_HIST };
 	static const struct option longopts[] = {
 		{ "recursive", no_argument, NULL, 'r' },
 		{ "filesystem", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "prometheus", no_argument, NULL, O_PROM },
 		{ "policy", no_argument, NULL, O_POLICY },
+		{ "histogram", no_argument, NULL, O_HIST },
 		{ "sort", required_argument, NULL, O_SORT },
 		{ "human", no_argument, NULL, 'H' },
 		{ "bytes", no_argument, NULL, 'b' },
@@ -94,6 +98,7 @@ int main(int argc, char *argv[])
 		case O_JSON: opt.json = true; break;
 		case O_PROM: opt.prometheus = true; break;
 		case O_POLICY: opt.policy = true; break;
+		case O_HIST: opt.histogram = true; break;
 		case O_SORT:
 			for (k = 0; k < sizeof(sort_names) / sizeof(sort_names[0]); k++)
 				if (!strcmp(optarg, sort_names[k]))
@@ -141,6 +146,8 @@ int main(int argc, char *argv[])
 		return usage_error("%s", "--prometheus goes with -f, without --json");
 	if (opt.policy && (opt.volume || opt.json || sort_given || opt.watch > 0))
 		return usage_error("%s", "--policy goes with -r only (not -f, --json, --sort, --watch)");
+	if (opt.histogram && (opt.volume || opt.policy || opt.watch > 0))
+		return usage_error("%s", "--histogram goes with -r, --json and --sort only (not -f, --policy, --watch)");
 	if (opt.count && opt.watch <= 0)
 		return usage_error("%s", "--count needs --watch");
 	paths = optind < argc ? &argv[optind] : dot;

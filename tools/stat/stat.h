@@ -76,6 +76,7 @@ struct opts {
 	long count;        /* samples to take with --watch; 0 = until SIGINT */
 	bool prometheus;   /* -f --prometheus: the text exposition format */
 	bool policy;       /* --policy: effective policy of each PATH */
+	bool histogram;    /* --histogram: stored chunks by compressed size */
 };
 
 /* Set once by main() before any sampling; read everywhere after. */
@@ -153,6 +154,23 @@ extern const char *const rfield_attr[NR_RFIELDS];
 static const enum rfield delta_fields[] = { R_LOGICAL, R_PHYSICAL, R_STORED, R_ZERO };
 #define NR_DELTA (sizeof(delta_fields) / sizeof(delta_fields[0]))
 
+/*
+ * Stored chunks by compressed size (user.csdfs.histogram of each regular
+ * file, summed over trees here): b[i] = chunks of more than i * 4 KiB and at
+ * most (i + 1) * 4 KiB compressed; raw = stored uncompressed; zero = not
+ * stored (holes). chunk = the files' chunk size, 0 when they differ.
+ */
+#define HIST_BUCKETS 32
+struct hist {
+	uint64_t b[HIST_BUCKETS];
+	uint64_t raw, zero;
+	uint32_t chunk;
+};
+
+/* The number of buckets to show for @h: up to its chunk size (the largest
+ * chunk size, 128 KiB, when mixed), and any bucket above that holds chunks. */
+unsigned hist_buckets(const struct hist *h);
+
 struct row {
 	char *name;
 	enum row_kind kind;
@@ -163,6 +181,8 @@ struct row {
 	unsigned have;              /* bit (1 << field) when v[field] is known */
 	struct mix mix;
 	bool have_mix;
+	struct hist hist;           /* --histogram */
+	bool have_hist;
 	bool have_delta;            /* --watch: the previous sample had this row */
 	int64_t delta[NR_DELTA];
 	unsigned have_dv;           /* bit per delta_fields index */
@@ -214,18 +234,24 @@ bool row_savings(const struct row *r, double *savings);
 void sample_paths(char **paths, int npaths, struct rows *entries,
 		  struct rows *rollups, struct row *total);
 
-/* Volume fields, all read from user.csdfs.<name> of the mount's root. */
+/* Volume fields, read from user.csdfs.<name> of the mount's root; from
+ * V_REQUESTS on, from the key=value lists user.csdfs.requests (the daemon's
+ * FUSE requests: total, fsync) and user.csdfs.syncs (host syncs per file,
+ * group commits) instead. */
 enum vfield { V_CAP_LOGICAL, V_CAP_PHYSICAL, V_LOGICAL, V_PHYSICAL, V_STORED,
 	      V_ZERO, V_FREE_PHYSICAL, V_FILES, V_EXTENTS, V_INCOMPRESSIBLE,
 	      V_APP_WRITTEN, V_DEV_WRITTEN, V_META_BYTES, V_ATOMIC_UNIT,
-	      V_CSUM_ERRORS, V_USED_LOGICAL, V_USED_PHYSICAL, NR_VFIELDS };
+	      V_CSUM_ERRORS, V_USED_LOGICAL, V_USED_PHYSICAL,
+	      V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD,
+	      V_GROUP_COMMITS, NR_VFIELDS };
 
 /* The attribute name (and JSON key) of each vfield. */
 extern const char *const vfield_attr[NR_VFIELDS];
 
 /* The volume fields --watch reports deltas of (counted like delta_fields). */
 static const enum vfield vdelta_fields[] = { V_LOGICAL, V_PHYSICAL, V_STORED, V_ZERO,
-	V_FREE_PHYSICAL, V_APP_WRITTEN, V_DEV_WRITTEN, V_META_BYTES, V_CSUM_ERRORS };
+	V_FREE_PHYSICAL, V_APP_WRITTEN, V_DEV_WRITTEN, V_META_BYTES, V_CSUM_ERRORS,
+	V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD, V_GROUP_COMMITS };
 #define NR_VDELTA (sizeof(vdelta_fields) / sizeof(vdelta_fields[0]))
 
 struct volume {
@@ -240,7 +266,9 @@ struct volume {
 	char *policy;
 	struct mix mix;
 	bool have_mix;
+	char *requests;      /* user.csdfs.requests as read; NULL = absent */
 	/* --watch */
+	double interval;     /* seconds since the previous sample */
 	bool have_delta;
 	int64_t delta[NR_VDELTA];
 	unsigned have_dv;
@@ -250,6 +278,9 @@ static inline bool vhas(const struct volume *v, enum vfield f)
 {
 	return v->have & (1u << f);
 }
+
+/* The value of @key in a "key=N key=N" list (user.csdfs.requests, .syncs). */
+bool kv_get(const char *s, const char *key, uint64_t *v);
 
 /* Forget @v's sample (keeps arg and mount, which outlive samples). */
 void volume_clear(struct volume *v);
@@ -275,6 +306,9 @@ void fmt_size(char *buf, size_t len, uint64_t v);
 
 /* The delta of @f over the last interval. @return false when unknown. */
 bool vdelta_get(const struct volume *v, enum vfield f, int64_t *d);
+
+/* The change of @f per second over the last interval. @return false when unknown. */
+bool vrate_get(const struct volume *v, enum vfield f, double *rate);
 
 /* Write amplification of the last interval: device bytes / application bytes. */
 bool interval_wa(const struct volume *v, double *wa);
@@ -332,6 +366,10 @@ void print_volumes_json(const struct volume *vols, int n, long sample, double in
 /* The volumes in the Prometheus text exposition format (node_exporter's
  * textfile collector), one metric family at a time. */
 void print_volumes_prometheus(const struct volume *vols, int n);
+
+/* --histogram: the table of each row's chunks by compressed size. */
+void print_histogram_human(const struct rows *entries, const struct rows *rollups,
+			   const struct row *total);
 
 /* --policy: one line per PATH (with -r, per entry beneath): PATH, then its
  * effective policy and where each value comes from. */

@@ -101,6 +101,13 @@ void print_volume_page(const struct volume *v)
 	}
 	page_line("Atomic write unit", buf, note);
 	page_count(v, "Checksum errors", V_CSUM_ERRORS, NULL);
+	page_count(v, "FUSE requests", V_REQUESTS, "(answered by the daemon since it mounted)");
+	page_count(v, "FSYNC requests", V_REQ_FSYNC, NULL);
+	printf("  %-22s %s\n", "Requests by opcode", v->requests ? v->requests : "-");
+	page_count(v, "Container syncs", V_SYNC_CONTAINER, "(fdatasync of the container file)");
+	page_count(v, "data.mdb syncs", V_SYNC_DATA, "(fdatasync of LMDB's data file)");
+	page_count(v, "Record syncs", V_SYNC_RECORD, "(fdatasync of the durability record)");
+	page_count(v, "Group commits", V_GROUP_COMMITS, "(made durable since mount)");
 	printf("  %-22s %s\n", "Warnings",
 	       !v->warnings ? "-" : *v->warnings ? v->warnings : "none");
 	fflush(stdout);
@@ -109,17 +116,21 @@ void print_volume_page(const struct volume *v)
 void print_volume_watch_line(const struct volume *v, bool header, bool show_mount)
 {
 	static const char *const head[] = { "TIME", "LOGICAL", "+LOGICAL", "PHYSICAL",
-		"+PHYSICAL", "RATIO", "FREE", "APP-WRITTEN", "DEV-WRITTEN", "WA" };
+		"+PHYSICAL", "RATIO", "FREE", "APP-WRITTEN", "DEV-WRITTEN", "WA",
+		"REQ/S", "FSYNC/S", "SYNC/S", "COMMIT/S" };
+	/* per second: requests, FSYNC requests, container syncs, group commits */
+	static const enum vfield rate_of[] = { V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER,
+		V_GROUP_COMMITS };
 	int w = opt.bytes ? 14 : 9;
-	char cells[10][64];
+	char cells[14][64];
 	struct row r;
 	int64_t d;
-	double wa;
+	double wa, rate;
 	size_t i;
 
 	if (header) {
 		printf("%-8s", head[0]);
-		for (i = 1; i < 10; i++)
+		for (i = 1; i < 14; i++)
 			printf("  %*s", i == 5 || i == 9 ? 6 : w, head[i]);
 		if (show_mount)
 			printf("  MOUNT");
@@ -129,8 +140,11 @@ void print_volume_watch_line(const struct volume *v, bool header, bool show_moun
 		return;
 	volume_as_row(v, &r);
 	fmt_clock(cells[0], sizeof(cells[0]));
-	for (i = 1; i < 10; i++)
+	for (i = 1; i < 14; i++)
 		strcpy(cells[i], "-");
+	for (i = 0; i < 4; i++)
+		if (vrate_get(v, rate_of[i], &rate))
+			snprintf(cells[10 + i], 64, "%.1f", rate);
 	if (vhas(v, V_LOGICAL))
 		fmt_size(cells[1], 64, v->v[V_LOGICAL]);
 	if (vdelta_get(v, V_LOGICAL, &d))
@@ -149,7 +163,7 @@ void print_volume_watch_line(const struct volume *v, bool header, bool show_moun
 	if (interval_wa(v, &wa))
 		snprintf(cells[9], 64, "%.2f", wa);
 	printf("%-8s", cells[0]);
-	for (i = 1; i < 10; i++)
+	for (i = 1; i < 14; i++)
 		printf("  %*s", i == 5 || i == 9 ? 6 : w, cells[i]);
 	if (show_mount)
 		printf("  %s", v->mount);
@@ -199,6 +213,18 @@ static const struct prom_metric prom_metrics[] = {
 	  "Bytes written to the container." },
 	{ "csdfs_checksum_errors_total", true, V_CSUM_ERRORS,
 	  "Checksum mismatches found on read." },
+	{ "csdfs_fuse_requests_total", true, V_REQUESTS,
+	  "FUSE requests the daemon received since it mounted." },
+	{ "csdfs_fuse_fsync_requests_total", true, V_REQ_FSYNC,
+	  "FUSE FSYNC requests since mount." },
+	{ "csdfs_container_syncs_total", true, V_SYNC_CONTAINER,
+	  "fdatasync calls on the container file." },
+	{ "csdfs_meta_data_syncs_total", true, V_SYNC_DATA,
+	  "fdatasync calls on LMDB's data.mdb." },
+	{ "csdfs_meta_record_syncs_total", true, V_SYNC_RECORD,
+	  "fdatasync calls on the metadata durability record." },
+	{ "csdfs_group_commits_total", true, V_GROUP_COMMITS,
+	  "Group commits made durable since mount." },
 };
 
 /* A label value: backslash, double quote and newline escaped. */

@@ -186,7 +186,7 @@ void run_paths(char **paths, int npaths)
 					printf("  (deltas over %.1f s)", t - last);
 				printf(" ==\n");
 			}
-			print_paths_human(&entries, &rollups, &total);
+			(opt.histogram ? print_histogram_human : print_paths_human)(&entries, &rollups, &total);
 		}
 		if (opt.watch > 0)
 			rows_snapshot(&prev, &entries, &total, &rollups);
@@ -215,6 +215,7 @@ void run_volumes(char **paths, int npaths)
 		problems_clear();
 		for (i = 0; i < npaths; i++) {
 			sample_volume(&vols[i]);
+			vols[i].interval = t - last;
 			if (vols[i].ok && sample > 1)
 				vdelta(&vols[i], prev[i], prev_have[i]);
 		}
