@@ -14,7 +14,7 @@ prog=deps.sh
 build_pkgs=(libfuse3-dev fuse3 libzstd-dev liblz4-dev liblmdb-dev check
 	    meson ninja-build pkg-config gcc)
 test_pkgs=(fio attr mariadb-server mariadb-client sysbench util-linux
-	   procps psmisc libcap2-bin dbench stress-ng)
+	   procps psmisc libcap2-bin dbench stress-ng libmariadb-dev)
 
 check_only=0
 case "${1:-}" in
