@@ -23,7 +23,7 @@ build_pkgs=(libfuse3-dev libzstd-dev liblz4-dev liblmdb-dev check
 demo_pkgs=(fuse3 attr fio)
 install_pkgs=(fuse3 man-db)
 test_pkgs=(fuse3 fio attr mariadb-server mariadb-client sysbench util-linux
-	   procps psmisc libcap2-bin dbench stress-ng rsync jq man-db)
+	   procps psmisc libcap2-bin dbench stress-ng rsync jq man-db libmariadb-dev)
 bench_pkgs=(fuse3 fio attr jq util-linux gnuplot-nox btrfs-progs
 	    btrfs-compsize mariadb-server mariadb-client sysbench)
 

@@ -35,18 +35,8 @@
 # PAGECHECK POWERCUT POWERCUT_PRELOAD (built tools; compiled from source into
 # the work dir when unset), plus lib.sh's CSDFS_BIN CSDFS_MKFS CSDFS_FSCK.
 T_NAME=t_crash
-CRASH_DIR=$(cd "$(dirname "$0")" && pwd)
-
-# Every point SIGKILLs two of our background jobs on purpose, and bash would
-# announce each death ("line N: PID Killed ..."): drop those notices.
-exec 2> >(grep --line-buffered -Ev '^[^ ]+: line [0-9]+: +[0-9]+ Killed ' >&2)
-
-if [ -z "${CRASH_TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] &&
-	[ "$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')" -gt $((2 << 20)) ] 2>/dev/null; then
-	CRASH_TMPDIR=/dev/shm
-fi
-[ -n "${CRASH_TMPDIR:-}" ] && export TMPDIR=$CRASH_TMPDIR
-. "$CRASH_DIR/../integration/lib.sh"
+# shellcheck source=tests/crash/crash_lib.sh
+. "$(dirname "$0")/crash_lib.sh"
 
 CRASH_POINTS=${CRASH_POINTS:-100}
 COUNTER_POINTS=${COUNTER_POINTS:-20}
@@ -60,99 +50,14 @@ FSCK_OPTS=(--verify-data)
 require_csdfs
 require_tools awk timeout
 setup
-
-# tool VAR NAME SRC [LIBS...]: a private copy (a rebuild during the run must
-# not pull it away) of the built tool named by $VAR, else compile SRC. Runs
-# in $(...): messages go to stderr, the exit status says 1 or 77.
-tool() {
-	local var=$1 name=$2 src=$CRASH_DIR/$3 out
-	shift 3
-	mkdir -p "$WORK/bin"
-	out=${!var:-}
-	if [ -n "$out" ] && [ -e "$out" ] && ! [ "$src" -nt "$out" ]; then
-		cp "$out" "$WORK/bin/$name" || { log "cannot copy '$out'" >&2; exit 1; }
-		printf '%s\n' "$WORK/bin/$name"
-		return 0
-	fi
-	if ! command -v gcc >/dev/null 2>&1; then
-		log "SKIP: $name is not built (set $var) and there is no gcc" >&2
-		exit 77
-	fi
-	out=$WORK/bin/$name
-	if [ "$name" = powercut_preload.so ]; then
-		gcc -O2 -Wall -shared -fPIC -U_FORTIFY_SOURCE -o "$out" "$src" "$@" >&2
-	else
-		gcc -O2 -Wall -D_FILE_OFFSET_BITS=64 -o "$out" "$src" "$@" >&2
-	fi || { log "cannot compile '$src'" >&2; exit 1; }
-	printf '%s\n' "$out"
-}
-# the binaries under test too: other work may rebuild build/ during a long run
-for b in CSDFS_BIN CSDFS_MKFS CSDFS_FSCK; do
-	mkdir -p "$WORK/bin"
-	cp "${!b}" "$WORK/bin/" || die "cannot copy ${!b}"
-	printf -v "$b" '%s' "$WORK/bin/$(basename "${!b}")"
-done
+crash_tools
 PAGECHECK=$(tool PAGECHECK pagecheck pagecheck.c -lpthread) || exit $?
-POWERCUT=$(tool POWERCUT powercut powercut.c) || exit $?
-POWERCUT_PRELOAD=$(tool POWERCUT_PRELOAD powercut_preload.so powercut_preload.c -ldl -lpthread) || exit $?
 
-PLOG=$WORK/undo
 STATE=$WORK/pagecheck.state
+EVIDENCE_LOGS+=(verify.log workload.log)
 WL_PID=
 log "seed $CRASH_SEED, $CRASH_POINTS crash points + $COUNTER_POINTS in-place + $LIAR_POINTS lying-disk counter-checks," \
 	"$CRASH_FILES files x $CRASH_PAGES pages x $CRASH_THREADS threads, fsck ${FSCK_OPTS[*]}"
-
-# start_daemon PRELOAD [OPTS...]: csdfs -f on $VOL/$MNT, with the power-cut
-# recorder when PRELOAD=1 (fresh undo logs; KEEP_ALL=1 keeps them whole;
-# KILL_AT/KILL_FILE: self-kill at that event once armed), and wait for the mount.
-start_daemon() {
-	local pre=$1 i
-	shift
-	echo "=== mount $(date +%T.%N) preload=$pre${KILL_AT:+ kill_at=$KILL_AT${KILL_FILE:+ in $KILL_FILE}} $* ===" \
-		>>"$WORK/daemon.log"
-	if [ "$pre" = 1 ]; then
-		rm -rf "$PLOG"
-		mkdir -p "$PLOG"
-		# A sanitizer build wants its runtime first; the preload only
-		# wraps write/sync calls, so let it come first anyway.
-		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
-		LD_PRELOAD=$POWERCUT_PRELOAD POWERCUT_LOG=$PLOG POWERCUT_KEEP_ALL=${KEEP_ALL:-0} \
-			POWERCUT_KILL_AT=${KILL_AT:-0} POWERCUT_KILL_FILE=${KILL_FILE:-} \
-			"$CSDFS_BIN" -f "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
-	else
-		"$CSDFS_BIN" -f "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
-	fi
-	DAEMON_PID=$!
-	for ((i = 0; i < 500; i++)); do
-		if mountpoint -q "$MNT"; then
-			timeout 10 stat "$MNT" >/dev/null 2>&1 && return 0
-			break
-		fi
-		pid_alive "$DAEMON_PID" || break
-		sleep 0.02
-	done
-	DAEMON_PID=
-	return 1
-}
-
-# crash: SIGKILL the daemon and the workload at once (the daemon may already
-# be dead), reap both, detach the dead mount. DAEMON_STATUS: how the daemon
-# ended (137 = SIGKILL, ours or its own).
-crash() {
-	local i
-	kill -9 "$DAEMON_PID" ${WL_PID:+"$WL_PID"} 2>/dev/null
-	wait "$DAEMON_PID" 2>/dev/null
-	DAEMON_STATUS=$?
-	[ -n "$WL_PID" ] && { wait "$WL_PID"; } 2>/dev/null
-	DAEMON_PID=
-	WL_PID=
-	fusermount3 -u -z "$MNT" 2>/dev/null
-	for ((i = 0; i < 100; i++)); do
-		mountpoint -q "$MNT" || return 0
-		sleep 0.05
-	done
-	return 1
-}
 
 # start_workload SEED SYNC_EVERY FILES PAGES [OPTIONS...]: pagecheck write in
 # the background (for far longer than we let it run: it must still be alive
@@ -163,33 +68,6 @@ start_workload() {
 		"${@:5}" >"$WORK/workload.log" 2>&1 &
 	WL_PID=$!
 	BG_PIDS+=("$WL_PID")
-}
-
-# run_for MS: wait MS milliseconds, or less if the daemon dies
-run_for() {
-	local end=$((${EPOCHREALTIME/./} / 1000 + $1))
-	while [ $((${EPOCHREALTIME/./} / 1000)) -lt $end ]; do
-		pid_alive "$DAEMON_PID" || return 0
-		sleep 0.02
-	done
-}
-
-# keep_evidence WHY: print what we know, copy it to $CRASH_KEEP_DIR if set
-keep_evidence() {
-	local f
-	log "evidence for: $1"
-	for f in powercut.log fsck.log verify.log workload.log; do
-		[ -s "$WORK/$f" ] || continue
-		log "--- $f"
-		head -n 40 "$WORK/$f" | sed 's/^/    | /'
-	done
-	show_daemon_log
-	if [ -n "${CRASH_KEEP_DIR:-}" ]; then
-		mkdir -p "$CRASH_KEEP_DIR" &&
-			cp -a "$VOL" "$STATE" "$WORK"/*.log "$CRASH_KEEP_DIR"/ 2>/dev/null
-		[ -d "$PLOG" ] && cp -a "$PLOG" "$CRASH_KEEP_DIR"/
-		log "volume, state file, undo logs and logs copied to $CRASH_KEEP_DIR"
-	fi
 }
 
 # plan_point N: draw point N's parameters from its seed. The self-kill event
@@ -231,8 +109,6 @@ start_daemon 1 || die "first mount failed"
 ok_kill=0
 ok_power=0
 self_kills=0
-reverted=0
-mdb_cuts=0
 for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
 	what="point $pt/$CRASH_POINTS: $mode"
 	if [ -n "$KILL_AT" ]; then
@@ -267,23 +143,10 @@ for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
 		keep_evidence "daemon died"
 		break
 	fi
-	: >"$WORK/powercut.log"
-	if [ $mode = power ]; then
-		if ! "$POWERCUT" --log "$PLOG" --seed "$seed" --keep-prob "$keep" --keep-log \
-			"$VOL/container" "$VOL/meta/data.mdb" "$VOL/meta/synced" \
-			>"$WORK/powercut.log" 2>&1; then
-			fail "$what: powercut failed"
-			keep_evidence "powercut failed"
-			break
-		fi
-		n=$(awk '/dirty pages reverted/ { s += $3 } END { print s + 0 }' "$WORK/powercut.log")
-		reverted=$((reverted + n))
-		n_mdb=$(awk '/data.mdb: .* dirty pages reverted/ { print $3 }' "$WORK/powercut.log")
-		[ "${n_mdb:-0}" -gt 0 ] && mdb_cuts=$((mdb_cuts + 1))
-		what+=", pages reverted: $(awk '/dirty pages reverted/ {
-			n = split($2, p, "/"); sub(/:$/, "", p[n])
-			printf "%s%s %s/%s", sep, p[n], $3, $5; sep = ", " }' \
-			"$WORK/powercut.log")"
+	if ! power_point; then
+		fail "$what: powercut failed"
+		keep_evidence "powercut failed"
+		break
 	fi
 	timeout -k 5 120 "$CSDFS_FSCK" "${FSCK_OPTS[@]}" "$VOL" >"$WORK/fsck.log" 2>&1
 	rc=$?
@@ -317,8 +180,8 @@ if [ -n "$DAEMON_PID" ] && [ $N_FAIL = 0 ]; then
 		fail "csdfs-fsck after the final clean unmount: $(head -n 5 "$WORK/fsck.log")"
 fi
 log "crash points: $ok_kill process crashes and $ok_power power cuts survived" \
-	"($self_kills of them at a chosen write/sync); $reverted un-synced pages reverted" \
-	"in all, data.mdb pages in $mdb_cuts cuts"
+	"($self_kills of them at a chosen write/sync); $PC_TOTAL un-synced pages reverted" \
+	"in all, data.mdb pages in $PC_MDB_CUTS cuts"
 
 # ---------- counter-check: torn writes must be seen ----------
 

@@ -12,7 +12,7 @@
 #      csdfs must bring the update back and CHECK TABLE must pass
 #   5. clean shutdown, unmount (the daemon exits 0), csdfs-fsck is clean
 #
-# The cleanup trap always stops mariadbd (mariadb-admin shutdown, then kill)
+# mariadb_lib.sh starts and stops the server; its EXIT trap stops mariadbd
 # BEFORE lib.sh unmounts, so a failed check never leaves a server holding the
 # mount. Skips (77) without mariadbd/mariadb-install-db or /dev/fuse.
 # CSDFS_TEST_PLAIN=1 runs the same on a plain directory.
@@ -22,145 +22,14 @@
 
 ROWS=100000
 
-# ---------- requirements ----------
+# shellcheck source=tests/integration/mariadb_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/mariadb_lib.sh"
 
-# mariadbd lives in /usr/sbin, which an unprivileged PATH may lack.
-find_prog() {
-	local p
-	p=$(command -v "$1" 2>/dev/null) && { printf '%s\n' "$p"; return 0; }
-	for p in /usr/sbin/"$1" /usr/local/sbin/"$1" /usr/libexec/"$1"; do
-		[ -x "$p" ] && { printf '%s\n' "$p"; return 0; }
-	done
-	return 1
-}
-
-MARIADBD=$(find_prog mariadbd) || skip_test "mariadbd is not installed (apt-get install mariadb-server)"
-INSTALL_DB=$(find_prog mariadb-install-db) || skip_test "mariadb-install-db is not installed"
-require_tools mariadb mariadb-admin timeout
+my_require
 require_csdfs
 
 setup
-
-# ---------- mariadbd control ----------
-
-MY_PID=
-MY_USER=$(id -un)
-MY_SOCK=$WORK/my.sock
-MY_SOCKDIR=
-# A unix socket path must fit in sun_path (108 bytes).
-if [ "${#MY_SOCK}" -gt 100 ]; then
-	MY_SOCKDIR=$(mktemp -d /tmp/t_my.XXXXXX) || die "mktemp failed"
-	MY_SOCK=$MY_SOCKDIR/my.sock
-fi
-MY_ERR=$WORK/mariadbd.err
-MY_TMP=$WORK/mytmp
-mkdir -p "$MY_TMP"
-
-# Options shared by mariadb-install-db and mariadbd; --no-defaults keeps the
-# host's /etc/mysql out of the test.
-MY_OPTS=(--user="$MY_USER" --datadir="$MNT/data" --tmpdir="$MY_TMP"
-	--innodb-flush-method=O_DIRECT --innodb-doublewrite=0
-	--innodb-page-size=16k --innodb-buffer-pool-size=64M
-	--innodb-log-file-size=32M)
-
-client_opts=(--no-defaults --user=root --socket="$MY_SOCK")
-
-# sql STATEMENTS: run them, print results tab-separated without headers
-sql() {
-	bounded 300 mariadb "${client_opts[@]}" --batch --skip-column-names -e "$1"
-}
-
-ping_ok() {
-	timeout 10 mariadb-admin "${client_opts[@]}" --connect-timeout=2 ping >/dev/null 2>&1
-}
-
-show_my_err() {
-	[ -s "$MY_ERR" ] || return 0
-	log "last lines of the mariadbd error log:"
-	tail -n 25 "$MY_ERR" | sed 's/^/    mariadbd| /'
-}
-
-# my_start LABEL: start mariadbd in the background, wait (120 s) for a ping
-my_start() {
-	local i rc
-	echo "=== start $(date +%T) ($1) ===" >>"$MY_ERR"
-	"$MARIADBD" --no-defaults "${MY_OPTS[@]}" --socket="$MY_SOCK" \
-		--skip-networking --pid-file="$WORK/mariadbd.pid" \
-		--log-error="$MY_ERR" >>"$WORK/mariadbd.out" 2>&1 &
-	MY_PID=$!
-	EXTRA_DAEMONS+=("$MY_PID")
-	for ((i = 0; i < 240; i++)); do
-		if ping_ok; then
-			pass "mariadbd answers ping ($1)"
-			return 0
-		fi
-		if ! pid_alive "$MY_PID"; then
-			wait "$MY_PID" 2>/dev/null
-			rc=$?
-			MY_PID=
-			fail "mariadbd exited with status $rc before answering ($1)"
-			show_my_err
-			return 1
-		fi
-		sleep 0.5
-	done
-	fail "mariadbd did not answer ping within 120 s ($1)"
-	show_my_err
-	return 1
-}
-
-# my_stop: clean shutdown; returns mariadbd's exit status (1 if it had to be killed)
-my_stop() {
-	local i rc
-	[ -n "$MY_PID" ] || return 0
-	bounded 180 mariadb-admin "${client_opts[@]}" shutdown >/dev/null 2>&1
-	for ((i = 0; i < 240; i++)); do
-		pid_alive "$MY_PID" || break
-		sleep 0.5
-	done
-	if pid_alive "$MY_PID"; then
-		log "mariadbd still running 120 s after shutdown; killing it"
-		kill -9 "$MY_PID" 2>/dev/null
-		{ wait "$MY_PID"; } 2>/dev/null
-		MY_PID=
-		return 1
-	fi
-	wait "$MY_PID" 2>/dev/null
-	rc=$?
-	MY_PID=
-	return "$rc"
-}
-
-# my_kill9: crash the server (not csdfs)
-my_kill9() {
-	[ -n "$MY_PID" ] || return 1
-	kill -9 "$MY_PID" 2>/dev/null
-	{ wait "$MY_PID"; } 2>/dev/null
-	MY_PID=
-	rm -f "$MY_SOCK"
-}
-
-# The server must be gone before lib.sh's cleanup unmounts: stop it, then
-# hand over to cleanup with the original exit status.
-# shellcheck disable=SC2317 # invoked by the trap
-t_cleanup() {
-	local rc=$? i
-	trap - EXIT
-	if [ -n "$MY_PID" ] && pid_alive "$MY_PID"; then
-		timeout 60 mariadb-admin "${client_opts[@]}" shutdown >/dev/null 2>&1
-		for ((i = 0; i < 60; i++)); do
-			pid_alive "$MY_PID" || break
-			sleep 0.5
-		done
-		pid_alive "$MY_PID" && kill -9 "$MY_PID" 2>/dev/null
-		{ wait "$MY_PID"; } 2>/dev/null
-		MY_PID=
-	fi
-	[ -n "$MY_SOCKDIR" ] && rm -rf "$MY_SOCKDIR"
-	(exit "$rc")
-	cleanup
-}
-trap t_cleanup EXIT
+my_init "$MNT/data"
 
 # table_state: "count checksum sum(n)" of the test table
 table_state() {
@@ -176,14 +45,7 @@ table_state() {
 mkfs_vol --size 2G
 mount_vol || exit 1
 
-if bounded 300 "$INSTALL_DB" --no-defaults "${MY_OPTS[@]}" \
-	--auth-root-authentication-method=normal --skip-test-db \
-	>"$WORK/install-db.log" 2>&1; then
-	pass "mariadb-install-db on $([ "$PLAIN" = 1 ] && echo plain dir || echo csdfs)"
-else
-	fail "mariadb-install-db (exit $?): $(tail -n 5 "$WORK/install-db.log" | tr '\n' '|')"
-	exit 1
-fi
+my_install_db || exit 1
 
 # ---------- 2. load ----------
 
