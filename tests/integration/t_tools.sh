@@ -101,16 +101,21 @@ check_eq "recompress to a file: exit 0" 0 $?
 check_eq "recompress to a file: no carriage return" 0 "$(tr -cd '\r' <"$WORK/rc.out" | wc -c)"
 check_eq "recompress to a file: one line" 1 "$(grep -c '' "$WORK/rc.out")"
 check_grep_i "recompress to a file: the final line" '^/.*r1: 512 chunks rewritten, policy matched$' "$WORK/rc.out"
-bounded 60 script -qec "'$RECOMPRESS' '$MNT/r2'" /dev/null >"$WORK/rc.tty" 2>&1
-check_eq "recompress on a terminal: exit 0" 0 $?
-# (a terminal turns \n into \r\n: look for the progress lines themselves)
-n=$(tr '\r' '\n' <"$WORK/rc.tty" | grep -c 'r2: [0-9]* of 512 chunks rewritten (')
-if [ "$n" -ge 2 ]; then
-	pass "recompress on a terminal: $n progress lines, each rewritten with \\r"
+# A terminal needs a pseudo-terminal (a chroot without /dev/pts has none).
+if ! script -qec true /dev/null >/dev/null 2>&1; then
+	skip_check "recompress on a terminal: no pseudo-terminal here (is /dev/pts mounted?)"
 else
-	fail "recompress on a terminal: $n progress lines: $(od -c "$WORK/rc.tty" | head -n 4)"
+	bounded 60 script -qec "'$RECOMPRESS' '$MNT/r2'" /dev/null >"$WORK/rc.tty" 2>&1
+	check_eq "recompress on a terminal: exit 0" 0 $?
+	# (a terminal turns \n into \r\n: look for the progress lines themselves)
+	n=$(tr '\r' '\n' <"$WORK/rc.tty" | grep -c 'r2: [0-9]* of 512 chunks rewritten (')
+	if [ "$n" -ge 2 ]; then
+		pass "recompress on a terminal: $n progress lines, each rewritten with \\r"
+	else
+		fail "recompress on a terminal: $n progress lines: $(od -c "$WORK/rc.tty" | head -n 4)"
+	fi
+	check_grep_i "recompress on a terminal: the final line" 'r2: 512 chunks rewritten' "$WORK/rc.tty"
 fi
-check_grep_i "recompress on a terminal: the final line" 'r2: 512 chunks rewritten' "$WORK/rc.tty"
 
 # --- fsck --verify-data caps its per-chunk lines ---
 check "write 2 MiB of random data (128 raw chunks)" \
