@@ -7,6 +7,10 @@
  * An attribute that is absent (ENODATA: an older daemon) leaves its field
  * unknown without a word; one that cannot be read or does not parse is a
  * problem(). A sum is unknown in a field unknown in any of its rows.
+ *
+ * Longer than ~700 lines on purpose: it is the one reader of the daemon's
+ * attributes, so every parser of their text (codec mix, histogram, policy,
+ * volume status) sits beside the one attr_read they all go through.
  */
 #include "stat.h"
 
