@@ -102,7 +102,7 @@ start_daemon() {
 # may already be dead), reap them all, detach the dead mount. DAEMON_STATUS:
 # how the daemon ended (137 = SIGKILL, ours or its own).
 crash() {
-	local i p
+	local p
 	kill -9 "$@" "$DAEMON_PID" ${WL_PID:+"$WL_PID"} 2>/dev/null
 	wait "$DAEMON_PID" 2>/dev/null
 	DAEMON_STATUS=$?
@@ -111,12 +111,7 @@ crash() {
 	done
 	DAEMON_PID=
 	WL_PID=
-	fusermount3 -u -z "$MNT" 2>/dev/null
-	for ((i = 0; i < 100; i++)); do
-		mountpoint -q "$MNT" || return 0
-		sleep 0.05
-	done
-	return 1
+	detach_dead "$MNT"
 }
 
 # run_for MS: wait MS milliseconds, or less if the daemon dies

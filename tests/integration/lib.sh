@@ -327,9 +327,20 @@ remount() {
 }
 
 # kill9: simulate a daemon crash: SIGKILL, then detach the dead mount
+# detach_dead MNT: lazily unmount MNT, whose daemon is dead, and wait (at
+# most 5 s) until it is gone; 1 if it is still mounted then
+detach_dead() {
+	local i
+	fusermount3 -u -z "$1" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		mountpoint -q "$1" || return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 kill9() {
 	[ $PLAIN = 1 ] && return 0
-	local i
 	[ -n "$DAEMON_PID" ] || {
 		fail "kill9: no daemon running"
 		return 1
@@ -337,11 +348,7 @@ kill9() {
 	kill -9 "$DAEMON_PID"
 	{ wait "$DAEMON_PID"; } 2>/dev/null
 	DAEMON_PID=
-	fusermount3 -u -z "$MNT" 2>/dev/null
-	for ((i = 0; i < 50; i++)); do
-		mountpoint -q "$MNT" || return 0
-		sleep 0.1
-	done
+	detach_dead "$MNT" && return 0
 	fail "kill9: $MNT still mounted after fusermount3 -u -z"
 	return 1
 }
