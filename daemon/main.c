@@ -35,7 +35,7 @@
 enum opt_id {
 	O_FOREGROUND, O_DEBUG, O_HELP, O_VERSION,
 	O_COMMIT_MS, O_MAX_THREADS, O_CACHE_SIZE, O_READAHEAD, O_MAX_DIRTY,
-	O_WRITEBACK, O_NOWRITEBACK, O_URING, O_NOURING, O_NOPUNCH,
+	O_WRITEBACK, O_NOWRITEBACK, O_URING, O_NOURING, O_NOPUNCH, O_NOJOURNAL,
 	O_ALLOW_OTHER, O_NOALLOW_OTHER, O_TEST_TORN,
 	O_COUNT
 };
@@ -88,6 +88,10 @@ static const struct opt_def opt_defs[] = {
 	{ "nopunch", O_NOPUNCH, OPT_FLAG, 0, 0, NULL, "-o nopunch",
 	  "do not punch freed ranges out of the container\n"
 	  "(by default freed space goes back to the host)" },
+	{ "nojournal", O_NOJOURNAL, OPT_FLAG, 0, 0, NULL, "-o nojournal",
+	  "make each fsync durable by a full metadata commit\n"
+	  "(three host syncs) instead of one journal segment\n"
+	  "synced with the data (one host sync)" },
 	{ "allow_other", O_ALLOW_OTHER, OPT_FLAG, 0, 0, NULL, "-o allow_other",
 	  "let other users in (default when run as root);\n"
 	  "-o noallow_other turns it off" },
@@ -523,6 +527,7 @@ int main(int argc, char *argv[])
 		bdi.max_dirty = o.val[O_MAX_DIRTY];
 	mo.test_torn = o.flag[O_TEST_TORN];
 	mo.no_punch = o.flag[O_NOPUNCH];
+	mo.no_journal = o.flag[O_NOJOURNAL];
 	if (o.flag[O_DEBUG]) {
 		o.flag[O_FOREGROUND] = 1;
 		csdfs_log_set_level(LOG_DEBUG);

@@ -253,6 +253,7 @@ static int close_group_locked(struct csdfs_vol *vol, struct closed_group *cg)
 		return fail_locked(vol, rc);
 	cg->gen = vol->gen;
 	__atomic_add_fetch(&vol->gen, 1, __ATOMIC_RELAXED);  /* read unlocked */
+	vol->journal.taken = 0;    /* the new group's redo starts empty */
 	vol->dirty = false;
 	vol->group_ops = 0;
 	vol->group_chunks = 0;
@@ -271,6 +272,9 @@ static void group_durable_locked(struct csdfs_vol *vol, struct closed_group *cg)
 
 	if (cg->gen > vol->durable_gen)
 		vol->durable_gen = cg->gen;
+	/* Segments of the closed group are void now: they applied to the
+	 * commit before it. */
+	csdfs_journal_restart(&vol->journal, csdfs_meta_durable_id(vol->meta));
 	for (size_t i = 0; i < cg->nfreed && !rc; i++)
 		rc = csdfs_freemap_intersect(vol->group, cg->freed[i].start,
 					     cg->freed[i].count, reuse_cb, vol);
@@ -348,6 +352,66 @@ int csdfs_vol_commit(struct csdfs_vol *vol)
 	return rc;
 }
 
+/*
+ * Make the open group's changes so far durable with one host sync (see
+ * journal.c): its redo bytes not yet written go into the next journal
+ * segment, and one fdatasync of the container covers them and the data
+ * they map. The group stays open; its generation ends here, so what
+ * changes next waits for the next segment or commit. Under commit_lock.
+ * @return 0, -EAGAIN (no journal, or no room: commit the group instead),
+ * or the volume's failure.
+ */
+static int journal_commit(struct csdfs_vol *vol)
+{
+	struct csdfs_journal *j = &vol->journal;
+	const void *redo;
+	unsigned char *copy = NULL;
+	size_t len = 0, from;
+	uint64_t gen, n = 0;
+	int rc;
+
+	pthread_mutex_lock(&vol->lock);
+	rc = vol->failed;
+	if (!rc && (!j->blocks || !vol->dirty))
+		rc = -EAGAIN;
+	if (!rc)
+		rc = csdfs_rec_counters_put(vol->group, CSDFS_DB_META, "counters", 8,
+					    &vol->counters, 0);
+	if (!rc && csdfs_meta_redo(vol->group, &redo, &len))
+		rc = -EAGAIN;
+	from = j->taken;
+	if (!rc && j->pos + csdfs_journal_seg_blocks(len - from) > j->blocks)
+		rc = -EAGAIN;
+	if (!rc && !(copy = malloc(len - from + 1)))
+		rc = -EAGAIN;
+	if (rc) {
+		pthread_mutex_unlock(&vol->lock);
+		return rc;
+	}
+	memcpy(copy, (const unsigned char *)redo + from, len - from);
+	j->taken = len;
+	gen = vol->gen;
+	__atomic_add_fetch(&vol->gen, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&vol->lock);
+
+	rc = csdfs_journal_write(vol, copy, len - from, &n);
+	if (!rc)
+		rc = csdfs_io_sync(&vol->io);
+	free(copy);
+	pthread_mutex_lock(&vol->lock);
+	if (rc) {
+		rc = fail_locked(vol, rc);
+	} else {
+		j->pos += n;
+		j->seq++;
+		if (gen > vol->durable_gen)
+			vol->durable_gen = gen;
+		j->segments++;
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return rc;
+}
+
 int csdfs_vol_commit_upto(struct csdfs_vol *vol, uint64_t gen)
 {
 	bool need;
@@ -360,6 +424,8 @@ int csdfs_vol_commit_upto(struct csdfs_vol *vol, uint64_t gen)
 	rc = vol->failed;
 	pthread_mutex_unlock(&vol->lock);
 	if (need && !rc)
+		rc = journal_commit(vol);
+	if (need && rc == -EAGAIN)
 		rc = group_commit(vol, 0);
 	pthread_mutex_unlock(&vol->commit_lock);
 	return rc;

@@ -555,6 +555,28 @@ static int check_inodes(struct fsck *f)
 	return rc == -ENOENT ? 0 : rc;
 }
 
+/* The journal's region is in use by the volume itself (journal.c). */
+static void check_journal(struct fsck *f)
+{
+	uint64_t start, blocks;
+	int rc = csdfs_journal_region(f->txn, &start, &blocks);
+
+	if (rc == -ENOENT)
+		return;
+	if (rc || start < CSDFS_FIRST_DATA_BLOCK || !blocks || start + blocks > f->total ||
+	    start + blocks < start) {
+		PROBLEM(f, "journal region is malformed or outside the data area");
+		return;
+	}
+	for (uint64_t b = start; b < start + blocks; b++) {
+		if (f->used[b] || f->charge[b])
+			PROBLEM(f, "block %llu is in the journal and holds data",
+				(unsigned long long)b);
+		f->used[b] = 2;
+		f->charge[b] = 1;
+	}
+}
+
 static void check_blocks(struct fsck *f)
 {
 	for (uint64_t b = CSDFS_FIRST_DATA_BLOCK; b < f->total; b++) {
@@ -570,7 +592,7 @@ static void check_blocks(struct fsck *f)
 				(unsigned long long)b, f->charge[b]);
 		if (!f->used[b] && f->charge[b])
 			PROBLEM(f, "block %llu is charged but unused", (unsigned long long)b);
-		if (f->used[b])
+		if (f->used[b] == 1)    /* 2: the journal's */
 			f->sum.used_blocks++;
 	}
 }
@@ -693,6 +715,7 @@ int csdfs_fsck(const char *path, const struct csdfs_fsck_opts *opts)
 	if (rc)
 		goto out;
 	report_bad_chunks(&f);
+	check_journal(&f);
 	check_blocks(&f);
 	check_counters(&f);
 	if (opts->verbose)

@@ -101,16 +101,38 @@ struct csdfs_meta {
 	 * may name it (csdfs_meta_set_companion); NULL: nothing. */
 	int (*companion)(void *arg);
 	void *companion_arg;
+	size_t redo_limit;         /* csdfs_meta_set_redo: 0, none kept */
 };
+
+/* REDO. A top-level transaction can keep, in order, every change made in
+ * it and in the nested transactions that committed into it (a nested one
+ * writes straight into its root's buffer and an abort cuts the buffer back
+ * to where it began): the volume's journal makes those bytes durable in
+ * the container, so an fsync does not wait for LMDB's own sync. Entry:
+ * u8 op, u8 db, LE16 key length, LE32 value length, key, value. */
+struct csdfs_redo {
+	unsigned char *buf;
+	size_t len, cap;
+	bool over;                 /* outgrew redo_limit: incomplete */
+};
+
+#define REDO_PUT 1
+#define REDO_DEL 2
+#define REDO_HDR 8
 
 struct csdfs_txn {
 	struct csdfs_meta *meta;
 	MDB_txn *txn;
 	bool top;                  /* not nested */
+	struct csdfs_txn *root;    /* the top-level transaction (self if top) */
+	size_t redo_mark;          /* nested: root's redo length at begin */
+	struct csdfs_redo redo;    /* top only */
 };
 
 struct csdfs_cursor {
 	MDB_cursor *cur;
+	struct csdfs_txn *txn;
+	enum csdfs_db db;
 };
 
 /* LMDB's error space -> -errno (STYLE: translate at the adapter). */
@@ -553,8 +575,14 @@ int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
 
 	if (!t)
 		return -ENOMEM;
+	memset(t, 0, sizeof(*t));
 	t->meta = meta;
 	t->top = !parent;
+	t->root = parent ? parent->root : t;
+	t->redo_mark = t->root->redo.len;
+	/* Changes made before a limit was set are not kept: incomplete. */
+	if (!parent && !meta->redo_limit)
+		t->redo.over = true;
 	rc = mdb_txn_begin(meta->env, parent ? parent->txn : NULL, 0, &t->txn);
 	if (rc) {
 		free(t);
@@ -599,6 +627,8 @@ int csdfs_meta_commit_group(struct csdfs_txn *txn)
 	 * sync, and no wait behind a sync (its caller may hold locks). */
 	if (!txn->top) {
 		rc = mdb_err(mdb_txn_commit(txn->txn));
+		if (rc)    /* LMDB aborted it: so are its changes */
+			txn->root->redo.len = txn->redo_mark;
 		free(txn);
 		return rc;
 	}
@@ -617,6 +647,7 @@ int csdfs_meta_commit_group(struct csdfs_txn *txn)
 			meta->committed = info.me_last_txnid;
 	}
 	pthread_mutex_unlock(&meta->sync_lock);
+	free(txn->redo.buf);
 	free(txn);
 	return rc;
 }
@@ -658,7 +689,126 @@ void csdfs_meta_abort(struct csdfs_txn *txn)
 	if (!txn)
 		return;
 	mdb_txn_abort(txn->txn);
+	txn->root->redo.len = txn->redo_mark;
+	free(txn->redo.buf);    /* NULL unless top */
 	free(txn);
+}
+
+/* Keep @k and @v as change @op of @txn's root (REDO). */
+static void redo_add(struct csdfs_txn *txn, int op, enum csdfs_db db,
+		     const MDB_val *k, const MDB_val *v)
+{
+	struct csdfs_redo *r = &txn->root->redo;
+	size_t vlen = v ? v->mv_size : 0, need = REDO_HDR + k->mv_size + vlen;
+	uint16_t kl = htole16((uint16_t)k->mv_size);
+	uint32_t vl = htole32((uint32_t)vlen);
+	unsigned char *p;
+
+	if (r->over)
+		return;
+	if (r->len + need > txn->meta->redo_limit) {
+		r->over = true;
+		return;
+	}
+	if (r->len + need > r->cap) {
+		size_t cap = r->cap ? r->cap : 4096;
+
+		while (cap < r->len + need)
+			cap *= 2;
+		p = realloc(r->buf, cap);
+		if (!p) {
+			r->over = true;
+			return;
+		}
+		r->buf = p;
+		r->cap = cap;
+	}
+	p = r->buf + r->len;
+	p[0] = (unsigned char)op;
+	p[1] = (unsigned char)db;
+	memcpy(p + 2, &kl, 2);
+	memcpy(p + 4, &vl, 4);
+	memcpy(p + REDO_HDR, k->mv_data, k->mv_size);
+	if (vlen)
+		memcpy(p + REDO_HDR + k->mv_size, v->mv_data, vlen);
+	r->len += need;
+}
+
+void csdfs_meta_set_redo(struct csdfs_meta *meta, size_t limit)
+{
+	meta->redo_limit = limit;
+}
+
+int csdfs_meta_redo(struct csdfs_txn *top, const void **buf, size_t *len)
+{
+	if (!top->top)
+		return -EINVAL;
+	if (top->redo.over || !top->meta->redo_limit)
+		return -EOVERFLOW;
+	*buf = top->redo.buf;
+	*len = top->redo.len;
+	return 0;
+}
+
+int csdfs_meta_redo_each(const void *buf, size_t len,
+			 int (*fn)(void *arg, bool put, enum csdfs_db db,
+				   const struct csdfs_val *k, const struct csdfs_val *v),
+			 void *arg)
+{
+	const unsigned char *p = buf, *end = p + len;
+
+	while (p < end) {
+		struct csdfs_val k, v;
+		uint16_t kl;
+		uint32_t vl;
+		int rc;
+
+		if ((size_t)(end - p) < REDO_HDR)
+			return -EUCLEAN;
+		memcpy(&kl, p + 2, 2);
+		memcpy(&vl, p + 4, 4);
+		kl = le16toh(kl);
+		vl = le32toh(vl);
+		if (p[1] >= CSDFS_DB_COUNT || !kl ||
+		    (size_t)(end - p) - REDO_HDR < (size_t)kl + vl ||
+		    (p[0] == REDO_DEL && vl) || (p[0] != REDO_PUT && p[0] != REDO_DEL))
+			return -EUCLEAN;
+		k.data = p + REDO_HDR;
+		k.len = kl;
+		v.data = p + REDO_HDR + kl;
+		v.len = vl;
+		rc = fn(arg, p[0] == REDO_PUT, (enum csdfs_db)p[1], &k, &v);
+		if (rc)
+			return rc;
+		p += REDO_HDR + kl + vl;
+	}
+	return 0;
+}
+
+static int replay_one(void *arg, bool put, enum csdfs_db db,
+		      const struct csdfs_val *k, const struct csdfs_val *v)
+{
+	struct csdfs_txn *txn = arg;
+	int rc = put ? csdfs_meta_put(txn, db, k->data, k->len, v->data, v->len, 0) :
+		       csdfs_meta_del(txn, db, k->data, k->len);
+
+	/* The changes were made on this very snapshot: each one applies. */
+	return rc == -ENOENT ? -EUCLEAN : rc;
+}
+
+int csdfs_meta_replay(struct csdfs_txn *txn, const void *buf, size_t len)
+{
+	return csdfs_meta_redo_each(buf, len, replay_one, txn);
+}
+
+uint64_t csdfs_meta_durable_id(struct csdfs_meta *meta)
+{
+	uint64_t id;
+
+	pthread_mutex_lock(&meta->sync_lock);
+	id = meta->durable;
+	pthread_mutex_unlock(&meta->sync_lock);
+	return id;
 }
 
 int csdfs_meta_get(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
@@ -678,18 +828,23 @@ int csdfs_meta_put(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
 		   size_t klen, const void *val, size_t vlen, unsigned flags)
 {
 	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val };
+	int rc = mdb_put(txn->txn, txn->meta->dbi[db], &k, &v,
+			 (flags & CSDFS_PUT_NOOVERWRITE) ? MDB_NOOVERWRITE : 0);
 
-	return mdb_err(mdb_put(txn->txn, txn->meta->dbi[db], &k, &v,
-			       (flags & CSDFS_PUT_NOOVERWRITE) ?
-			       MDB_NOOVERWRITE : 0));
+	if (!rc)
+		redo_add(txn, REDO_PUT, db, &k, &v);
+	return mdb_err(rc);
 }
 
 int csdfs_meta_del(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
 		   size_t klen)
 {
 	MDB_val k = { klen, (void *)key };
+	int rc = mdb_del(txn->txn, txn->meta->dbi[db], &k, NULL);
 
-	return mdb_err(mdb_del(txn->txn, txn->meta->dbi[db], &k, NULL));
+	if (!rc)
+		redo_add(txn, REDO_DEL, db, &k, NULL);
+	return mdb_err(rc);
 }
 
 int csdfs_cursor_open(struct csdfs_txn *txn, enum csdfs_db db,
@@ -705,6 +860,8 @@ int csdfs_cursor_open(struct csdfs_txn *txn, enum csdfs_db db,
 		free(c);
 		return mdb_err(rc);
 	}
+	c->txn = txn;
+	c->db = db;
 	*out = c;
 	return 0;
 }
@@ -762,5 +919,21 @@ int csdfs_cursor_step(struct csdfs_cursor *cur, enum csdfs_cursor_move how,
 
 int csdfs_cursor_del(struct csdfs_cursor *cur)
 {
-	return mdb_err(mdb_cursor_del(cur->cur, 0));
+	MDB_val k, v;
+	int rc = mdb_cursor_get(cur->cur, &k, &v, MDB_GET_CURRENT);
+	unsigned char key[512];    /* LMDB's default maximum key size is 511 */
+	size_t klen = k.mv_size;
+
+	if (rc)
+		return mdb_err(rc);
+	/* The key's bytes live in the page the delete may change. */
+	if (klen > sizeof(key))
+		return -EINVAL;
+	memcpy(key, k.mv_data, klen);
+	rc = mdb_cursor_del(cur->cur, 0);
+	if (!rc) {
+		k.mv_data = key;
+		redo_add(cur->txn, REDO_DEL, cur->db, &k, NULL);
+	}
+	return mdb_err(rc);
 }

@@ -64,6 +64,18 @@ struct csdfs_itable {
 	struct csdfs_inode *buckets[CSDFS_ITABLE_BUCKETS];
 };
 
+/* The metadata journal (journal.c): its region in the container and
+ * where the next segment goes. commit_lock, and lock for @taken. */
+struct csdfs_journal {
+	uint64_t start, blocks;    /* region, in blocks; blocks 0: none */
+	uint64_t base;             /* the LMDB commit the segments apply to */
+	uint64_t seq;              /* the next segment's number */
+	uint64_t pos;              /* its first block, in the region */
+	size_t taken;              /* lock: redo bytes of the group written */
+	uint64_t replayed;         /* segments the open replayed */
+	uint64_t segments;         /* lock: segments written since open */
+};
+
 struct csdfs_vol {
 	char *path;
 	struct csdfs_io io;
@@ -99,6 +111,7 @@ struct csdfs_vol {
 	struct csdfs_pool *pool;   /* compression workers (thread-safe itself) */
 	uint64_t bad_seen[CSDFS_BAD_SEEN]; /* lock: pa + 1 of reported bad chunks */
 	uint64_t store_seq;        /* atomic: last csdfs_inode.store_gen given */
+	struct csdfs_journal journal;
 };
 
 struct csdfs_mixdelta {
@@ -185,6 +198,19 @@ void csdfs_itable_release(struct csdfs_itable *t);
 int csdfs_inode_destroy(struct csdfs_op *op, uint64_t ino);
 /* Destroy every orphan (unlinked while open, then crashed or unmounted). */
 int csdfs_orphan_reclaim_all(struct csdfs_vol *vol);
+
+/* journal.c: fsync's metadata journal in the container. load: at open,
+ * in the open group: find the region (make one if @writable and there is
+ * none) and apply the segments made on the durable snapshot. write: the
+ * next segment holding @len redo bytes, unsynced; -ENOSPC when the region
+ * has no room for it. restart: segments now apply to commit @base. */
+int csdfs_journal_load(struct csdfs_vol *vol, bool writable, char *err, size_t errlen);
+int csdfs_journal_write(struct csdfs_vol *vol, const void *redo, size_t len,
+			uint64_t *blocks);
+void csdfs_journal_restart(struct csdfs_journal *j, uint64_t base);
+uint64_t csdfs_journal_seg_blocks(size_t len);
+/* The region named in @txn's snapshot: 0, -ENOENT (none), -EUCLEAN. */
+int csdfs_journal_region(struct csdfs_txn *txn, uint64_t *start, uint64_t *blocks);
 
 /* freemap.c: the durable free map in LMDB (db "free"). */
 /* One run as a cursor returned it: -EUCLEAN if malformed or empty. */

@@ -74,7 +74,8 @@ static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 	csdfs_cursor_close(cur);
 	if (rc != -ENOENT)
 		ERR(-EUCLEAN, "metadata is corrupt: bad free map");
-	data_blocks = vol->sb.total_blocks - CSDFS_FIRST_DATA_BLOCK;
+	/* The journal's region is the volume's own, like the superblock's. */
+	data_blocks = vol->sb.total_blocks - CSDFS_FIRST_DATA_BLOCK - vol->journal.blocks;
 	if (free_blocks > data_blocks)
 		ERR(-EUCLEAN, "metadata is corrupt: free map larger than the volume");
 	/* The free map is the truth for the used-block counter. */
@@ -225,10 +226,17 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 		snprintf(err, errlen, "cannot read the metadata of '%s': %s", path, strerror(-rc));
 		goto out_free;
 	}
+	vol->read_only = opts && opts->read_only;
+	rc = csdfs_journal_load(vol, !vol->read_only && !(opts && opts->no_journal),
+				err, errlen);
+	if (rc)
+		goto out_free;
+	/* Segments hold at most the region less one block of headers. */
+	if (vol->journal.blocks && !vol->read_only && !(opts && opts->no_journal))
+		csdfs_meta_set_redo(vol->meta, (vol->journal.blocks - 1) * CSDFS_BLOCK_SIZE);
 	rc = load_state(vol, err, errlen);
 	if (rc)
 		goto out_free;
-	vol->read_only = opts && opts->read_only;
 	if (!vol->read_only) {
 		rc = csdfs_orphan_reclaim_all(vol);
 		if (!rc) {

@@ -68,6 +68,8 @@ struct csdfs_mount_opts {
 	unsigned commit_ms;        /* group-commit interval; 0 = default */
 	bool read_only;            /* fsck: no writes, no commit thread */
 	bool no_commit_thread;     /* offline tools */
+	bool no_journal;           /* fsync commits LMDB in full (no journal
+	                            * made; an existing one is still replayed) */
 	bool no_punch;             /* keep freed ranges allocated in the host */
 	uint64_t cache_size;       /* decoded-chunk cache bytes; 0 = default */
 	bool no_cache;             /* no decoded-chunk cache at all */

@@ -63,9 +63,19 @@ enum csdfs_codec_id {
  */
 #define CSDFS_FEATURE_INCOMPAT_SYNCED     (1ull << 1)
 #define CSDFS_FEATURE_INCOMPAT_LE_RECORDS (1ull << 2)
+/*
+ * JOURNAL: the volume may hold, in a region of the container named by the
+ * meta keys "journal_start" and "journal_blocks" (LE64 blocks), segments
+ * of metadata changes made durable by an fsync but not yet by LMDB's own
+ * commit; an open replays them (src/journal.c). A csdfs that does not know
+ * this would drop acknowledged changes after a crash. Set by mkfs and, on
+ * an older volume, by the open that makes the region.
+ */
+#define CSDFS_FEATURE_INCOMPAT_JOURNAL    (1ull << 3)
 #define CSDFS_FEATURE_COMPAT_SUPP    0ull
 #define CSDFS_FEATURE_INCOMPAT_SUPP  (CSDFS_FEATURE_INCOMPAT_SYNCED | \
-				      CSDFS_FEATURE_INCOMPAT_LE_RECORDS)
+				      CSDFS_FEATURE_INCOMPAT_LE_RECORDS | \
+				      CSDFS_FEATURE_INCOMPAT_JOURNAL)
 #define CSDFS_FEATURE_RO_COMPAT_SUPP 0ull
 
 /*
@@ -94,6 +104,29 @@ struct csdfs_super_disk {
 	uint32_t reserved2;
 } __attribute__((packed));
 _Static_assert(sizeof(struct csdfs_super_disk) == 288, "superblock layout");
+
+/*
+ * A journal segment: this header at the start of a block of the journal
+ * region, then @len bytes of metadata changes (the redo encoding of
+ * src/meta_lmdb.c), the rest of its @blocks blocks zero. Segment 1 starts
+ * at the region's first block, each next one right after the one before.
+ * @crc is CRC32C over the header with crc 0, then the changes. Segments
+ * apply to the LMDB commit @base (the last one made durable before them),
+ * in order; a segment of another base, out of order, or not whole ends
+ * the journal.
+ */
+#define CSDFS_JOURNAL_MAGIC 0x4a445343u   /* "CSDJ" */
+struct csdfs_journal_seg_disk {
+	uint32_t magic;
+	uint32_t version;          /* 1 */
+	uint64_t base;
+	uint64_t seq;              /* 1, 2, ... */
+	uint32_t len;
+	uint32_t blocks;
+	uint32_t crc;
+	uint32_t reserved;
+} __attribute__((packed));
+_Static_assert(sizeof(struct csdfs_journal_seg_disk) == 40, "journal segment layout");
 
 /* Inode record (db "inodes", key = ino BE64). */
 struct csdfs_inode_disk {

@@ -119,6 +119,26 @@ int csdfs_meta_sync_on(struct csdfs_meta *meta, struct csdfs_pool *pool);
 void csdfs_meta_set_companion(struct csdfs_meta *meta, int (*fn)(void *arg), void *arg);
 void csdfs_meta_abort(struct csdfs_txn *txn);
 
+/*
+ * Redo (the volume's journal): with a limit set, every top-level
+ * transaction begun after it keeps its committed changes, in order, as
+ * bytes csdfs_meta_replay() applies to the snapshot the transaction began
+ * on. csdfs_meta_redo() gives them (valid until the next change in @top);
+ * -EOVERFLOW when they outgrew @limit bytes (or no limit is set).
+ */
+void csdfs_meta_set_redo(struct csdfs_meta *meta, size_t limit);
+int csdfs_meta_redo(struct csdfs_txn *top, const void **buf, size_t *len);
+/* @return 0, -EUCLEAN (malformed, or a change that does not apply). */
+int csdfs_meta_replay(struct csdfs_txn *txn, const void *buf, size_t len);
+/* Call @fn for each change of @buf in order (a delete's @v is empty);
+ * stops at its first non-zero return. @return that, 0, -EUCLEAN. */
+int csdfs_meta_redo_each(const void *buf, size_t len,
+			 int (*fn)(void *arg, bool put, enum csdfs_db db,
+				   const struct csdfs_val *k, const struct csdfs_val *v),
+			 void *arg);
+/* The id of the last commit recorded durable. */
+uint64_t csdfs_meta_durable_id(struct csdfs_meta *meta);
+
 /* @return 0, -ENOENT if absent. */
 int csdfs_meta_get(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
 		   size_t klen, struct csdfs_val *val);
