@@ -75,8 +75,8 @@ void fixture_mkfs_opts(struct csdfs_mkfs_opts *o);
 /* csdfs_vol_create at @path with @o (NULL: fixture_mkfs_opts). */
 void fixture_vol_create(const char *path, const struct csdfs_mkfs_opts *o);
 
-/* csdfs_vol_open of @path with @mo (NULL: no commit thread, the rest
- * default); the volume is the caller's to close. */
+/* csdfs_vol_open of @path with @mo (NULL: no commit thread, no journal,
+ * the rest default); the volume is the caller's to close. */
 struct csdfs_vol *fixture_vol_open(const char *path, const struct csdfs_mount_opts *mo);
 
 /* fixture_path(@path, @len, @name), a volume made there with
