@@ -272,6 +272,7 @@ static void group_durable_locked(struct csdfs_vol *vol, struct closed_group *cg)
 
 	if (cg->gen > vol->durable_gen)
 		vol->durable_gen = cg->gen;
+	vol->group_commits++;
 	/* Segments of the closed group are void now: they applied to the
 	 * commit before it. */
 	csdfs_journal_restart(&vol->journal, csdfs_meta_durable_id(vol->meta));

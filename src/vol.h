@@ -112,6 +112,7 @@ struct csdfs_vol {
 	uint64_t bad_seen[CSDFS_BAD_SEEN]; /* lock: pa + 1 of reported bad chunks */
 	uint64_t store_seq;        /* atomic: last csdfs_inode.store_gen given */
 	struct csdfs_journal journal;
+	uint64_t group_commits;    /* lock: made durable since open */
 };
 
 struct csdfs_mixdelta {

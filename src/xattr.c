@@ -158,17 +158,13 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 				(double)c->app_bytes_written);
 	}
 	if (!strcmp(attr, "syncs")) {
-		uint64_t commits;
-
-		/* Generations count from 1 at open, one per group closed,
-		 * made durable in order: the last durable one = commits
-		 * (vol->lock is held: the operation's). */
-		commits = vol->durable_gen;
-		return snprintf(buf, len, "container=%llu data.mdb=%llu record=%llu group_commits=%llu",
+		/* vol->lock is held: the operation's. */
+		return snprintf(buf, len, "container=%llu data.mdb=%llu record=%llu group_commits=%llu journal_segments=%llu",
 				(unsigned long long)csdfs_io_syncs(CSDFS_IO_CONTAINER),
 				(unsigned long long)csdfs_io_syncs(CSDFS_IO_META_DATA),
 				(unsigned long long)csdfs_io_syncs(CSDFS_IO_META_RECORD),
-				(unsigned long long)commits);
+				(unsigned long long)vol->group_commits,
+				(unsigned long long)vol->journal.segments);
 	}
 	if (!strcmp(attr, "checksum_errors"))
 		return snprintf(buf, len, "%llu", (unsigned long long)c->csum_errors);

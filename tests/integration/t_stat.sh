@@ -422,15 +422,17 @@ fi
 # ---------- requests and host syncs (issue 19.3) ----------
 # 20 appends, each followed by its own fsync (dd conv=fsync): at least 20
 # FSYNC requests reach the daemon, and each finds a change not yet durable,
-# so each commits: at least 20 container syncs and 20 group commits more.
+# so each writes a journal segment made durable by one container sync: at
+# least 20 container syncs and 20 segments more, while data.mdb is synced
+# only by the group commits (on the commit thread's schedule), one each.
 # user.csdfs.requests is the daemon's, user.csdfs.syncs libcsdfs's.
 log "[$((SECONDS - T_START)) s] requests and host syncs"
 # count_of LIST KEY: N of KEY=N in a user.csdfs.requests/.syncs list (0 if absent)
 count_of() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { n = $2 } END { print n + 0 }'; }
 req0=$(xv "$MNT" user.csdfs.requests) syn0=$(xv "$MNT" user.csdfs.syncs)
 check_grep_i "user.csdfs.requests: total=N and opcode=N counts" '^total=[0-9]+ .*getxattr=[0-9]+' <(echo "$req0")
-check_grep_i "user.csdfs.syncs: the three files and group commits" \
-	'^container=[0-9]+ data\.mdb=[0-9]+ record=[0-9]+ group_commits=[0-9]+$' <(echo "$syn0")
+check_grep_i "user.csdfs.syncs: the three files, group commits and journal segments" \
+	'^container=[0-9]+ data\.mdb=[0-9]+ record=[0-9]+ group_commits=[0-9]+ journal_segments=[0-9]+$' <(echo "$syn0")
 rm -f "$T/fsynced"
 for i in $(seq 20); do
 	bounded 30 dd if=/dev/urandom of="$T/fsynced" bs=4K count=1 seek=$((i - 1)) \
@@ -440,12 +442,14 @@ req1=$(xv "$MNT" user.csdfs.requests) syn1=$(xv "$MNT" user.csdfs.syncs)
 d_fsync=$(($(count_of "$req1" fsync) - $(count_of "$req0" fsync)))
 d_cont=$(($(count_of "$syn1" container) - $(count_of "$syn0" container)))
 d_gc=$(($(count_of "$syn1" group_commits) - $(count_of "$syn0" group_commits)))
+d_js=$(($(count_of "$syn1" journal_segments) - $(count_of "$syn0" journal_segments)))
+d_data=$(($(count_of "$syn1" data.mdb) - $(count_of "$syn0" data.mdb)))
+d_rec=$(($(count_of "$syn1" record) - $(count_of "$syn0" record)))
 check "20 fsync calls: at least 20 FSYNC requests ($d_fsync)" test "$d_fsync" -ge 20
 check "20 fsync calls: at least 20 container syncs ($d_cont)" test "$d_cont" -ge 20
-check "20 fsync calls: at least 20 group commits ($d_gc)" test "$d_gc" -ge 20
-check "20 fsync calls: at least 20 data.mdb and record syncs" test \
-	$(($(count_of "$syn1" data.mdb) - $(count_of "$syn0" data.mdb))) -ge 20 -a \
-	$(($(count_of "$syn1" record) - $(count_of "$syn0" record))) -ge 20
+check "20 fsync calls: at least 20 journal segments ($d_js)" test "$d_js" -ge 20
+check "data.mdb and the record synced once per group commit only ($d_data, $d_rec, $d_gc)" \
+	test "$d_data" -eq "$d_gc" -a "$d_rec" -eq "$d_gc"
 getfattr -d -m - "$MNT" >"$OUT/root-listed" 2>&1
 check "user.csdfs.requests and .syncs are not listed" bash -c "! grep -Eq 'requests|syncs' '$OUT/root-listed'"
 bounded 60 "$STAT" -f "$MNT" >"$OUT/fr.txt" 2>&1
@@ -456,6 +460,9 @@ n=$(awk '/^  Container syncs / { print $3 }' "$OUT/fr.txt")
 check "-f shows the container syncs (${n:-none}, >= $(($(count_of "$syn0" container) + 20)))" \
 	test "${n:-0}" -ge $(($(count_of "$syn0" container) + 20))
 check_grep_i "-f shows requests by opcode" '^  Requests by opcode +total=[0-9]+ .*fsync=[0-9]+' "$OUT/fr.txt"
+n=$(awk '/^  Journal segments / { print $3 }' "$OUT/fr.txt")
+check "-f shows the journal segments (${n:-none}, >= $(($(count_of "$syn0" journal_segments) + 20)))" \
+	test "${n:-0}" -ge $(($(count_of "$syn0" journal_segments) + 20))
 if need_json "-f --json request and sync counts"; then
 	bounded 60 "$STAT" -f --json "$MNT" >"$OUT/fr.json" 2>&1
 	n=$(jget "$OUT/fr.json" volumes.0.fsync_requests)

@@ -32,13 +32,14 @@ const char *const vfield_attr[NR_VFIELDS] = {
 	"app_bytes_written", "dev_bytes_written", "meta_bytes",
 	"atomic_write_unit", "checksum_errors", "used_logical", "used_physical",
 	"requests", "fsync_requests", "syncs_container", "syncs_data_mdb", "syncs_record",
-	"group_commits",
+	"group_commits", "journal_segments",
 };
 
 /* Where the fields from V_REQUESTS on come from: attribute and key. */
 static const struct { const char *attr, *key; } vlisted[NR_VFIELDS - V_REQUESTS] = {
 	{ "requests", "total" }, { "requests", "fsync" }, { "syncs", "container" },
 	{ "syncs", "data.mdb" }, { "syncs", "record" }, { "syncs", "group_commits" },
+	{ "syncs", "journal_segments" },
 };
 
 /* ------------------------------------------------------------------ */

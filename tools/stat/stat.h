@@ -243,7 +243,7 @@ enum vfield { V_CAP_LOGICAL, V_CAP_PHYSICAL, V_LOGICAL, V_PHYSICAL, V_STORED,
 	      V_APP_WRITTEN, V_DEV_WRITTEN, V_META_BYTES, V_ATOMIC_UNIT,
 	      V_CSUM_ERRORS, V_USED_LOGICAL, V_USED_PHYSICAL,
 	      V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD,
-	      V_GROUP_COMMITS, NR_VFIELDS };
+	      V_GROUP_COMMITS, V_JOURNAL_SEGMENTS, NR_VFIELDS };
 
 /* The attribute name (and JSON key) of each vfield. */
 extern const char *const vfield_attr[NR_VFIELDS];
@@ -251,7 +251,8 @@ extern const char *const vfield_attr[NR_VFIELDS];
 /* The volume fields --watch reports deltas of (counted like delta_fields). */
 static const enum vfield vdelta_fields[] = { V_LOGICAL, V_PHYSICAL, V_STORED, V_ZERO,
 	V_FREE_PHYSICAL, V_APP_WRITTEN, V_DEV_WRITTEN, V_META_BYTES, V_CSUM_ERRORS,
-	V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD, V_GROUP_COMMITS };
+	V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD, V_GROUP_COMMITS,
+	V_JOURNAL_SEGMENTS };
 #define NR_VDELTA (sizeof(vdelta_fields) / sizeof(vdelta_fields[0]))
 
 struct volume {

@@ -107,7 +107,9 @@ void print_volume_page(const struct volume *v)
 	page_count(v, "Container syncs", V_SYNC_CONTAINER, "(fdatasync of the container file)");
 	page_count(v, "data.mdb syncs", V_SYNC_DATA, "(fdatasync of LMDB's data file)");
 	page_count(v, "Record syncs", V_SYNC_RECORD, "(fdatasync of the durability record)");
-	page_count(v, "Group commits", V_GROUP_COMMITS, "(made durable since mount)");
+	page_count(v, "Group commits", V_GROUP_COMMITS, "(LMDB commits made durable since mount)");
+	page_count(v, "Journal segments", V_JOURNAL_SEGMENTS,
+		   "(fsyncs made durable by one container sync)");
 	printf("  %-22s %s\n", "Warnings",
 	       !v->warnings ? "-" : *v->warnings ? v->warnings : "none");
 	fflush(stdout);
@@ -225,6 +227,8 @@ static const struct prom_metric prom_metrics[] = {
 	  "fdatasync calls on the metadata durability record." },
 	{ "csdfs_group_commits_total", true, V_GROUP_COMMITS,
 	  "Group commits made durable since mount." },
+	{ "csdfs_journal_segments_total", true, V_JOURNAL_SEGMENTS,
+	  "Journal segments written since mount (an fsync made durable with one container sync)." },
 };
 
 /* A label value: backslash, double quote and newline escaped. */
