@@ -40,6 +40,17 @@ int csdfs_super_write(struct csdfs_io *io, const struct csdfs_super *sb)
 	return csdfs_io_pwrite(io, block, sizeof(block), CSDFS_SUPER_OFFSET);
 }
 
+int csdfs_super_upgrade(struct csdfs_io *io, struct csdfs_super *sb)
+{
+	int rc = csdfs_super_write(io, sb);
+
+	if (!rc)
+		rc = csdfs_io_sync(io);
+	if (!rc)
+		sb->incompat = CSDFS_FEATURE_INCOMPAT_SUPP;
+	return rc;
+}
+
 #define FAIL(rc, ...) do { snprintf(err, errlen, __VA_ARGS__); return rc; } while (0)
 
 int csdfs_super_read(struct csdfs_io *io, struct csdfs_super *sb,

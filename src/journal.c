@@ -272,15 +272,12 @@ static int create(struct csdfs_vol *vol, char *err, size_t errlen)
 		return 0;
 	}
 	if (!(vol->sb.incompat & CSDFS_FEATURE_INCOMPAT_JOURNAL)) {
-		rc = csdfs_super_write(&vol->io, &vol->sb);
-		if (!rc)
-			rc = csdfs_io_sync(&vol->io);
+		rc = csdfs_super_upgrade(&vol->io, &vol->sb);
 		if (rc) {
 			snprintf(err, errlen, "cannot mark volume '%s' as journaled: %s",
 				 vol->path, strerror(-rc));
 			return rc;
 		}
-		vol->sb.incompat = CSDFS_FEATURE_INCOMPAT_SUPP;
 	}
 	rc = csdfs_freemap_take(vol->group, start, want, &taken);
 	if (!rc && taken != want)

@@ -312,6 +312,9 @@ int csdfs_file_recompress_left(struct csdfs_vol *vol, uint64_t ino);
 
 /* container.c: superblock. */
 int csdfs_super_write(struct csdfs_io *io, const struct csdfs_super *sb);
+/* Rewrite @sb with every feature bit this csdfs knows, durably, before it
+ * writes in a way an older csdfs would misread: that one refuses it then. */
+int csdfs_super_upgrade(struct csdfs_io *io, struct csdfs_super *sb);
 int csdfs_super_read(struct csdfs_io *io, struct csdfs_super *sb,
 		     char *err, size_t errlen);
 

@@ -189,15 +189,12 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 	if (!(vol->sb.incompat & CSDFS_FEATURE_INCOMPAT_SYNCED)) {
 		/* Before the metadata layer commits the way an older csdfs
 		 * would misread (format.h), make that csdfs refuse the volume. */
-		rc = csdfs_super_write(&vol->io, &vol->sb);
-		if (!rc)
-			rc = csdfs_io_sync(&vol->io);
+		rc = csdfs_super_upgrade(&vol->io, &vol->sb);
 		if (rc) {
 			snprintf(err, errlen, "cannot mark volume '%s' as using the metadata durability record: %s",
 				 path, strerror(-rc));
 			goto out_free;
 		}
-		vol->sb.incompat = CSDFS_FEATURE_INCOMPAT_SUPP;
 		csdfs_log(LOG_NOTICE, "volume '%s' now records metadata durability in meta/synced; csdfs versions before that refuse it",
 			  path);
 	}
