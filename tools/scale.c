@@ -511,9 +511,13 @@ static void measure_statfs(uint64_t size, const char *path)
 		csdfs_alloc_mark_free(&big, b, len);
 		b += len + 1;
 	}
-	csdfs_alloc_set_minrun(&big, vol->alloc.minrun);
 	fprintf(stderr, "csdfs-scale: fragmented a %" PRIu64 " GiB allocator in %.1f s\n",
 		size >> 30, now_s() - t0);
+	/* What mount adds per volume size: one walk to count the fragments. */
+	t0 = now_s();
+	csdfs_alloc_set_minrun(&big, vol->alloc.minrun);
+	printf("mode=statfs size_gib=%" PRIu64 " mount_fragment_count_s=%.3f\n", size >> 30,
+	       now_s() - t0);
 
 	pthread_mutex_lock(&vol->lock);
 	saved = vol->alloc;
@@ -545,6 +549,44 @@ static void measure_statfs(uint64_t size, const char *path)
 	vol->alloc = saved;
 	pthread_mutex_unlock(&vol->lock);
 	sample_report("statfs", size >> 30, "usable_scan_walk", &s);
+
+	/* A write's placement on the same map: the head moves to a new free
+	 * run every few chunks, next-fit from where it was. */
+	for (unsigned i = 0; i < 20000; i++) {
+		uint64_t pa;
+
+		t0 = now_s();
+		rc = csdfs_alloc_place(&big, CHUNK, false, &pa);
+		sample_add(&s, now_s() - t0);
+		if (rc)
+			die("place", rc);
+	}
+	sample_report("statfs", size >> 30, "alloc_place16k", &s);
+	csdfs_alloc_release(&big);
+
+	/* The low-space worst case: plenty of free blocks, but all in runs
+	 * too short for a raw chunk, so a placement finds none. */
+	rc = csdfs_alloc_init(&big, CSDFS_FIRST_DATA_BLOCK, total);
+	if (rc)
+		die("allocator", rc);
+	for (b = CSDFS_FIRST_DATA_BLOCK; b < total; b += 2)
+		csdfs_alloc_mark_free(&big, b, 1);
+	csdfs_alloc_set_minrun(&big, vol->alloc.minrun);
+	/* A raw chunk (4 blocks) and a compressed one (2 blocks): the first
+	 * 8 KiB placement walks the map, the later ones know better. */
+	for (unsigned len = CHUNK; len >= CHUNK / 2; len /= 2) {
+		for (unsigned i = 0; i < 5; i++) {
+			uint64_t pa;
+
+			t0 = now_s();
+			rc = csdfs_alloc_place(&big, len, false, &pa);
+			sample_add(&s, now_s() - t0);
+			if (rc != -ENOSPC)
+				die("place on fragments", rc ? rc : -EEXIST);
+		}
+		sample_report("statfs", size >> 30, len == CHUNK ? "alloc_place16k_enospc" :
+			      "alloc_place8k_enospc", &s);
+	}
 	csdfs_alloc_release(&big);
 	if (csdfs_vol_close(vol))
 		die("close", -EIO);
