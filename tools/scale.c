@@ -9,10 +9,12 @@
  *   csdfs-scale files N DIR    a volume of N one-chunk files
  *   csdfs-scale statfs SIZE    statfs on a fragmented allocator of SIZE
  *
- * The chunk and file modes make the volume at DIR (which must not exist),
- * fill it, close it and then measure what a user who grew that far pays:
+ * The chunk and file modes make the volume at DIR, fill it, close it and
+ * then measure what a user who grew that far pays:
  * LMDB size, open (what mount does), fsck, and the latency of the core
- * requests on random targets. They print one "key=value ..." line per
+ * requests on random targets. A DIR that exists is a volume an earlier
+ * run made with the same mode and N (tools/scale --keep): it is measured
+ * again as it is (populate_s=-1). They print one "key=value ..." line per
  * measurement on stdout and leave the volume for the caller to remove.
  *
  * Data: every chunk is unique (its file and index in its first 16 bytes)
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,13 +94,38 @@ static int dbl_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Page faults since the last report (or phase_start): a major one is a
+ * read from the disk, of LMDB's map or the container's page cache. */
+static struct rusage ru_prev;
+
+static double cpu_s(const struct rusage *r)
+{
+	return (double)(r->ru_utime.tv_sec + r->ru_stime.tv_sec) +
+	       (double)(r->ru_utime.tv_usec + r->ru_stime.tv_usec) / 1e6;
+}
+
+static void phase_start(void)
+{
+	getrusage(RUSAGE_SELF, &ru_prev);
+}
+
 /* Print the median and p99 of @s in microseconds, and forget them. */
 static void sample_report(const char *mode, uint64_t n, const char *op, struct samples *s)
 {
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
 	qsort(s->v, s->n, sizeof(*s->v), dbl_cmp);
-	printf("mode=%s n=%" PRIu64 " op=%s calls=%zu median_us=%.2f p99_us=%.2f\n",
+	/* CPU per call (this process, all threads) says what the request
+	 * costs apart from waiting for the disk; inblock counts the waits. */
+	printf("mode=%s n=%" PRIu64 " op=%s calls=%zu median_us=%.2f p99_us=%.2f"
+	       " cpu_us_per_call=%.2f inblock_per_call=%.3f majflt_per_call=%.3f\n",
 	       mode, n, op, s->n, s->v[s->n / 2] * 1e6,
-	       s->v[s->n * 99 / 100 < s->n ? s->n * 99 / 100 : s->n - 1] * 1e6);
+	       s->v[s->n * 99 / 100 < s->n ? s->n * 99 / 100 : s->n - 1] * 1e6,
+	       (cpu_s(&ru) - cpu_s(&ru_prev)) * 1e6 / (double)s->n,
+	       (double)(ru.ru_inblock - ru_prev.ru_inblock) / (double)s->n,
+	       (double)(ru.ru_majflt - ru_prev.ru_majflt) / (double)s->n);
+	ru_prev = ru;
 	fflush(stdout);
 	free(s->v);
 	memset(s, 0, sizeof(*s));
@@ -262,6 +290,53 @@ static double populate_files(struct world *w)
 	return now_s() - t0;
 }
 
+static uint64_t look(struct csdfs_vol *vol, uint64_t parent, const char *name, uint64_t *size)
+{
+	struct stat st;
+	int rc = csdfs_fs_lookup(vol, parent, name, &st);
+
+	if (rc)
+		die(name, rc);
+	if (size)
+		*size = (uint64_t)st.st_size;
+	return st.st_ino;
+}
+
+/* A volume this tool made before (DIR exists): find its files again, to
+ * measure it once more (or under a profiler) without filling it again. */
+static double reuse(struct world *w)
+{
+	struct csdfs_vol *vol = open_vol(w->path, false);
+	bool files = !strcmp(w->mode, "files");
+	uint64_t dir = CSDFS_ROOT_INO;
+	char name[32];
+
+	w->nfiles = files ? w->n : (w->n + CHUNKS_PER_FILE - 1) / CHUNKS_PER_FILE;
+	w->files = calloc(w->nfiles, sizeof(uint64_t));
+	w->sizes = calloc(w->nfiles, sizeof(uint64_t));
+	if (files)
+		w->parents = calloc(w->nfiles, sizeof(uint64_t));
+	w->bigdir = look(vol, CSDFS_ROOT_INO, "big", NULL);
+	w->bigdir_ents = calloc(DIR_ENTRIES, sizeof(uint64_t));
+	for (uint64_t i = 0; i < DIR_ENTRIES; i++) {
+		name_of(name, sizeof(name), i);
+		w->bigdir_ents[i] = look(vol, w->bigdir, name, NULL);
+	}
+	for (uint64_t f = 0; f < w->nfiles; f++) {
+		if (files && f % FILES_PER_DIR == 0) {
+			name_of(name, sizeof(name), f / FILES_PER_DIR);
+			dir = look(vol, CSDFS_ROOT_INO, name, NULL);
+		}
+		name_of(name, sizeof(name), f);
+		w->files[f] = look(vol, dir, name, &w->sizes[f]);
+		if (files)
+			w->parents[f] = dir;
+	}
+	if (csdfs_vol_close(vol))
+		die("close", -EIO);
+	return -1;
+}
+
 static uint64_t file_bytes(const char *path)
 {
 	struct stat st;
@@ -314,11 +389,16 @@ static void measure_open(const struct world *w)
 static void measure_fsck(const struct world *w)
 {
 	struct csdfs_fsck_opts o = { 0 };
+	struct rusage r0, r1;
 	double t0 = now_s();
-	int rc = csdfs_fsck(w->path, &o);
+	int rc;
 
-	printf("mode=%s n=%" PRIu64 " fsck_s=%.2f fsck_rc=%d\n", w->mode, w->n,
-	       now_s() - t0, rc);
+	getrusage(RUSAGE_SELF, &r0);
+	rc = csdfs_fsck(w->path, &o);
+	getrusage(RUSAGE_SELF, &r1);
+	printf("mode=%s n=%" PRIu64 " fsck_s=%.2f fsck_cpu_s=%.2f fsck_majflt=%ld fsck_rc=%d\n",
+	       w->mode, w->n, now_s() - t0, cpu_s(&r1) - cpu_s(&r0),
+	       r1.ru_majflt - r0.ru_majflt, rc);
 	fflush(stdout);
 	if (rc)
 		die("fsck found problems", -EUCLEAN);
@@ -349,6 +429,7 @@ static void measure_requests(struct world *w, unsigned scale)
 	uint64_t parent;
 	int rc;
 
+	phase_start();
 	for (unsigned i = 0; i < 20000 / scale; i++) {
 		uint64_t ino = pick(w, &parent, name, sizeof(name));
 		double t0 = now_s();
@@ -469,6 +550,18 @@ static void measure_requests(struct world *w, unsigned scale)
 			die("getattr", rc);
 	}
 	sample_report(w->mode, w->n, "getattr_all_referenced", &s);
+	for (unsigned i = 0; i < 20000 / scale; i++) {
+		uint64_t f = rnd(w->nfiles);
+		uint64_t chunks = (w->sizes[f] + CHUNK - 1) / CHUNK;
+		uint64_t off = chunks ? rnd(chunks) * CHUNK : 0;
+		double t0 = now_s();
+		ssize_t r = csdfs_fs_read(vol, w->files[f], buf, CHUNK, off);
+
+		sample_add(&s, now_s() - t0);
+		if (r < 0)
+			die("read", (int)r);
+	}
+	sample_report(w->mode, w->n, "read16k_all_referenced", &s);
 	for (uint64_t f = 0; f < w->nfiles; f++)
 		csdfs_fs_forget(vol, w->files[f], 1);
 
@@ -622,7 +715,11 @@ int main(int argc, char *argv[])
 	w.mode = argv[1];
 	w.n = n;
 	w.path = argv[3];
-	if (!strcmp(w.mode, "chunks"))
+	if (strcmp(w.mode, "chunks") && strcmp(w.mode, "files"))
+		usage();
+	if (!access(w.path, F_OK))
+		t = reuse(&w);
+	else if (!strcmp(w.mode, "chunks"))
 		t = populate_chunks(&w);
 	else if (!strcmp(w.mode, "files"))
 		t = populate_files(&w);
