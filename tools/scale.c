@@ -540,6 +540,7 @@ static void measure_requests(struct world *w, unsigned scale)
 	 * until it forgets them: the same lookups with all of them held. */
 	for (uint64_t f = 0; f < w->nfiles; f++)
 		csdfs_fs_ref(vol, w->files[f]);
+	phase_start();
 	for (unsigned i = 0; i < 20000 / scale; i++) {
 		uint64_t ino = pick(w, &parent, name, sizeof(name));
 		double t0 = now_s();
@@ -618,6 +619,7 @@ static void measure_statfs(uint64_t size, const char *path)
 	vol->alloc = big;
 	pthread_mutex_unlock(&vol->lock);
 
+	phase_start();
 	for (unsigned i = 0; i < 20000; i++) {
 		t0 = now_s();
 		rc = csdfs_fs_statfs(vol, &sv);
@@ -632,6 +634,7 @@ static void measure_statfs(uint64_t size, const char *path)
 	/* The whole-map walk statfs did before the kept count, to compare
 	 * with, and to check the kept count against. */
 	pthread_mutex_lock(&vol->lock);
+	phase_start();
 	for (unsigned i = 0; i < 3; i++) {
 		t0 = now_s();
 		usable = csdfs_alloc_usable_scan(&vol->alloc, vol->alloc.minrun);
@@ -645,6 +648,7 @@ static void measure_statfs(uint64_t size, const char *path)
 
 	/* A write's placement on the same map: the head moves to a new free
 	 * run every few chunks, next-fit from where it was. */
+	phase_start();
 	for (unsigned i = 0; i < 20000; i++) {
 		uint64_t pa;
 
@@ -668,6 +672,7 @@ static void measure_statfs(uint64_t size, const char *path)
 	/* A raw chunk (4 blocks) and a compressed one (2 blocks): the first
 	 * 8 KiB placement walks the map, the later ones know better. */
 	for (unsigned len = CHUNK; len >= CHUNK / 2; len /= 2) {
+		phase_start();
 		for (unsigned i = 0; i < 5; i++) {
 			uint64_t pa;
 
