@@ -119,12 +119,14 @@ static void sample_report(const char *mode, uint64_t n, const char *op, struct s
 	/* CPU per call (this process, all threads) says what the request
 	 * costs apart from waiting for the disk; inblock counts the waits. */
 	printf("mode=%s n=%" PRIu64 " op=%s calls=%zu median_us=%.2f p99_us=%.2f"
-	       " cpu_us_per_call=%.2f inblock_per_call=%.3f majflt_per_call=%.3f\n",
+	       " cpu_us_per_call=%.2f inblock_per_call=%.3f majflt_per_call=%.3f"
+	       " minflt_per_call=%.2f\n",
 	       mode, n, op, s->n, s->v[s->n / 2] * 1e6,
 	       s->v[s->n * 99 / 100 < s->n ? s->n * 99 / 100 : s->n - 1] * 1e6,
 	       (cpu_s(&ru) - cpu_s(&ru_prev)) * 1e6 / (double)s->n,
 	       (double)(ru.ru_inblock - ru_prev.ru_inblock) / (double)s->n,
-	       (double)(ru.ru_majflt - ru_prev.ru_majflt) / (double)s->n);
+	       (double)(ru.ru_majflt - ru_prev.ru_majflt) / (double)s->n,
+	       (double)(ru.ru_minflt - ru_prev.ru_minflt) / (double)s->n);
 	ru_prev = ru;
 	fflush(stdout);
 	free(s->v);
