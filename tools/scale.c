@@ -42,6 +42,7 @@
 #define WRITE_CHUNKS 64u         /* populate in 1 MiB writes */
 #define DIR_ENTRIES 10000u       /* the "large directory" readdir lists */
 #define FILES_PER_DIR 10000u
+#define TRUNC_FILES 2000u        /* 2-chunk files the truncates shorten */
 
 static struct csdfs_cred cred0;
 
@@ -145,6 +146,7 @@ struct world {
 	uint64_t *parents;       /* directory of each file (files mode) */
 	uint64_t bigdir;         /* DIR_ENTRIES entries */
 	uint64_t *bigdir_ents;
+	uint64_t trunc[TRUNC_FILES];
 };
 
 static struct csdfs_vol *open_vol(const char *path, bool commit_thread)
@@ -208,13 +210,26 @@ static void stamp(char *chunk, uint64_t file, uint64_t idx, uint64_t salt)
 
 static void make_bigdir(struct world *w, struct csdfs_vol *vol)
 {
+	static char two[2 * CHUNK];
 	char name[32];
+	uint64_t dir;
 
 	w->bigdir = mk(vol, CSDFS_ROOT_INO, "big", S_IFDIR | 0755);
 	w->bigdir_ents = calloc(DIR_ENTRIES, sizeof(uint64_t));
 	for (uint64_t i = 0; i < DIR_ENTRIES; i++) {
 		name_of(name, sizeof(name), i);
 		w->bigdir_ents[i] = mk(vol, w->bigdir, name, S_IFREG | 0644);
+	}
+	/* Each truncate shortens a file no other truncate touched, whatever
+	 * the volume's size: the measured cost is then the same work. */
+	dir = mk(vol, CSDFS_ROOT_INO, "trunc", S_IFDIR | 0755);
+	for (uint64_t i = 0; i < TRUNC_FILES; i++) {
+		name_of(name, sizeof(name), i);
+		w->trunc[i] = mk(vol, dir, name, S_IFREG | 0644);
+		stamp(two, ~0ull, 2 * i, 0);
+		stamp(two + CHUNK, ~0ull, 2 * i + 1, 0);
+		if (csdfs_fs_write(vol, w->trunc[i], two, sizeof(two), 0, 0) != sizeof(two))
+			die("populate write", -EIO);
 	}
 }
 
@@ -324,6 +339,12 @@ static double reuse(struct world *w)
 		name_of(name, sizeof(name), i);
 		w->bigdir_ents[i] = look(vol, w->bigdir, name, NULL);
 	}
+	dir = look(vol, CSDFS_ROOT_INO, "trunc", NULL);
+	for (uint64_t i = 0; i < TRUNC_FILES; i++) {
+		name_of(name, sizeof(name), i);
+		w->trunc[i] = look(vol, dir, name, NULL);
+	}
+	dir = CSDFS_ROOT_INO;
 	for (uint64_t f = 0; f < w->nfiles; f++) {
 		if (files && f % FILES_PER_DIR == 0) {
 			name_of(name, sizeof(name), f / FILES_PER_DIR);
@@ -522,19 +543,21 @@ static void measure_requests(struct world *w, unsigned scale)
 	}
 	sample_report(w->mode, w->n, "setattr_mode", &s);
 
-	/* Drop the last stored chunk of a random file. */
-	for (unsigned i = 0; i < 2000 / scale; i++) {
-		uint64_t f = rnd(w->nfiles);
-		struct stat in = { 0 };
+	/* Drop the second chunk of a 2-chunk file, each file once, in a
+	 * random order (a volume measured again has nothing left to drop:
+	 * the truncates then only set the size). */
+	for (unsigned i = 0; i < TRUNC_FILES / scale; i++) {
+		uint64_t j = rnd(TRUNC_FILES - i) + i, t = w->trunc[j];
+		struct stat in = { .st_size = CHUNK };
 		double t0;
 
-		in.st_size = (off_t)(w->sizes[f] > CHUNK ? w->sizes[f] - CHUNK : 0);
+		w->trunc[j] = w->trunc[i];
+		w->trunc[i] = t;
 		t0 = now_s();
-		rc = csdfs_fs_setattr(vol, w->files[f], &in, CSDFS_SET_SIZE, &st);
+		rc = csdfs_fs_setattr(vol, t, &in, CSDFS_SET_SIZE, &st);
 		sample_add(&s, now_s() - t0);
 		if (rc)
 			die("truncate", rc);
-		w->sizes[f] = (uint64_t)in.st_size;
 	}
 	sample_report(w->mode, w->n, "truncate", &s);
 
