@@ -122,6 +122,16 @@ static void set_range(struct csdfs_alloc *a, uint64_t start, uint64_t count,
 		}
 	}
 	a->nshort += short_near(a, lo, hi) - before;
+	/* Blocks made free may join a run long enough for the placement
+	 * that found none: measure it, no further than that length. */
+	if (on && a->nofit && count) {
+		uint64_t s = start;
+
+		while (s > a->first && start - s < a->nofit && bit_get(a->bits, s - 1))
+			s--;
+		if (run_len(a, s, a->nofit) >= a->nofit)
+			a->nofit = 0;
+	}
 }
 
 /* Find a run of >= need blocks, next-fit from the hint, wrapping once. */
@@ -131,6 +141,14 @@ static int find_run(struct csdfs_alloc *a, uint64_t need, uint64_t *start,
 	uint64_t want = need > CSDFS_ALLOC_RUN_BLOCKS ? need :
 			CSDFS_ALLOC_RUN_BLOCKS;
 
+	/* Fewer blocks in runs of minrun or more than one run would need:
+	 * no such run exists, and a walk of the whole map (a second per
+	 * placement at 4 TiB, when free space is all fragments) finds none. */
+	if (need >= a->minrun && a->navail - a->nshort < need)
+		return -ENOSPC;
+	/* A walk already found no run this long, and none has grown since. */
+	if (a->nofit && need >= a->nofit)
+		return -ENOSPC;
 	for (int pass = 0; pass < 2; pass++) {
 		uint64_t b = pass ? a->first : a->hint;
 		uint64_t end = pass ? a->hint : a->total;
@@ -150,6 +168,8 @@ static int find_run(struct csdfs_alloc *a, uint64_t need, uint64_t *start,
 			b += n;
 		}
 	}
+	if (!a->nofit || need < a->nofit)
+		a->nofit = need;
 	return -ENOSPC;
 }
 

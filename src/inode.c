@@ -18,15 +18,22 @@
 
 
 
-void csdfs_itable_init(struct csdfs_itable *t)
+int csdfs_itable_init(struct csdfs_itable *t)
 {
 	memset(t, 0, sizeof(*t));
+	t->shift = CSDFS_ITABLE_SHIFT_MIN;
+	t->buckets = calloc((size_t)1 << t->shift, sizeof(*t->buckets));
+	if (!t->buckets)
+		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
+	return 0;
 }
 
 void csdfs_itable_release(struct csdfs_itable *t)
 {
-	for (size_t i = 0; i < CSDFS_ITABLE_BUCKETS; i++) {
+	if (!t->buckets)
+		return;
+	for (size_t i = 0; i < (size_t)1 << t->shift; i++) {
 		struct csdfs_inode *in = t->buckets[i], *next;
 
 		for (; in; in = next) {
@@ -34,19 +41,46 @@ void csdfs_itable_release(struct csdfs_itable *t)
 			pthread_rwlock_destroy(&in->io_lock);
 			free(in);
 		}
-		t->buckets[i] = NULL;
 	}
+	free(t->buckets);
+	t->buckets = NULL;
 	pthread_mutex_destroy(&t->lock);
 }
 
-static size_t bucket_of(uint64_t ino)
+static size_t bucket_of(const struct csdfs_itable *t, uint64_t ino)
 {
-	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 52) % CSDFS_ITABLE_BUCKETS;
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> (64 - t->shift));
+}
+
+/* Double the buckets (table lock held): chains stay about two long however
+ * many inodes the kernel holds. One rehash of n inodes per n inserted;
+ * without memory for it the table keeps working with longer chains. */
+static void grow_locked(struct csdfs_itable *t)
+{
+	size_t old = (size_t)1 << t->shift;
+	struct csdfs_inode **nb = calloc(old * 2, sizeof(*nb));
+
+	if (!nb)
+		return;
+	t->shift++;
+	for (size_t i = 0; i < old; i++) {
+		struct csdfs_inode *in = t->buckets[i], *next;
+
+		for (; in; in = next) {
+			size_t b = bucket_of(t, in->ino);
+
+			next = in->next;
+			in->next = nb[b];
+			nb[b] = in;
+		}
+	}
+	free(t->buckets);
+	t->buckets = nb;
 }
 
 static struct csdfs_inode *find_locked(struct csdfs_itable *t, uint64_t ino)
 {
-	struct csdfs_inode *in = t->buckets[bucket_of(ino)];
+	struct csdfs_inode *in = t->buckets[bucket_of(t, ino)];
 
 	while (in && in->ino != ino)
 		in = in->next;
@@ -73,8 +107,10 @@ struct csdfs_inode *csdfs_inode_get(struct csdfs_vol *vol, uint64_t ino)
 		 * first fsync commits rather than miss a change. */
 		in->dirty_gen = __atomic_load_n(&vol->gen, __ATOMIC_RELAXED);
 		pthread_rwlock_init(&in->io_lock, NULL);
-		in->next = t->buckets[bucket_of(ino)];
-		t->buckets[bucket_of(ino)] = in;
+		in->next = t->buckets[bucket_of(t, ino)];
+		t->buckets[bucket_of(t, ino)] = in;
+		if (++t->count > (size_t)2 << t->shift)
+			grow_locked(t);
 	}
 	in->refs++;
 	pthread_mutex_unlock(&t->lock);
@@ -85,13 +121,14 @@ struct csdfs_inode *csdfs_inode_get(struct csdfs_vol *vol, uint64_t ino)
  * entry was removed. Called with the table lock held. */
 static bool unlink_if_unused(struct csdfs_itable *t, struct csdfs_inode *in)
 {
-	struct csdfs_inode **pp = &t->buckets[bucket_of(in->ino)];
+	struct csdfs_inode **pp = &t->buckets[bucket_of(t, in->ino)];
 
 	if (in->refs || in->nlookup)
 		return false;
 	while (*pp != in)
 		pp = &(*pp)->next;
 	*pp = in->next;
+	t->count--;
 	return true;
 }
 

@@ -21,7 +21,7 @@
 #include "record.h"
 
 #define CSDFS_STRIPES 256
-#define CSDFS_ITABLE_BUCKETS 4096
+#define CSDFS_ITABLE_SHIFT_MIN 12  /* 4096 buckets to start with */
 #define CSDFS_BAD_SEEN 1024      /* corrupt chunks remembered for logging */
 /* Largest file offset we accept: keeps chunk indices and byte offsets far
  * from overflow and matches what ext4 allows (16 TiB). */
@@ -61,7 +61,11 @@ struct csdfs_inode {
 
 struct csdfs_itable {
 	pthread_mutex_t lock;
-	struct csdfs_inode *buckets[CSDFS_ITABLE_BUCKETS];
+	/* Grows (doubles) when it holds twice as many inodes as buckets: the
+	 * kernel may reference millions, and every request looks one up. */
+	struct csdfs_inode **buckets;
+	unsigned shift;            /* 1 << shift buckets */
+	size_t count;              /* inodes in the table */
 };
 
 /* The metadata journal (journal.c): its region in the container and
@@ -191,7 +195,8 @@ int csdfs_op_end_irec(struct csdfs_op *op, uint64_t ino,
 		      const struct csdfs_inode_disk *rec, int rc);
 /* Is the inode referenced by the kernel (lookup count > 0)? */
 bool csdfs_inode_in_use(struct csdfs_vol *vol, uint64_t ino);
-void csdfs_itable_init(struct csdfs_itable *t);
+/* @return 0 or -ENOMEM. */
+int csdfs_itable_init(struct csdfs_itable *t);
 void csdfs_itable_release(struct csdfs_itable *t);
 
 /* orphan.c */

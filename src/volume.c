@@ -134,10 +134,14 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 	pthread_cond_init(&vol->commit_cv, NULL);
 	for (int i = 0; i < CSDFS_STRIPES; i++)
 		pthread_mutex_init(&vol->stripes[i], NULL);
-	csdfs_itable_init(&vol->itable);
 	vol->commit_ms = opts && opts->commit_ms ? opts->commit_ms : COMMIT_MS_DEFAULT;
 	vol->gen = 1;
 
+	rc = csdfs_itable_init(&vol->itable);
+	if (rc) {
+		snprintf(err, errlen, "out of memory for the inode table");
+		goto out_free;
+	}
 	rc = csdfs_io_open_posix(&vol->io, cpath);
 	if (rc == -ENOENT) {
 		snprintf(err, errlen, "'%s' is not a csdfs volume (no container file)", path);

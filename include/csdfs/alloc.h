@@ -39,6 +39,9 @@ struct csdfs_alloc {
 	uint64_t minrun;         /* blocks of the smallest run statfs counts */
 	uint64_t nshort;         /* set bits in runs shorter than minrun */
 	uint64_t hint;           /* next-fit search start */
+	uint64_t nofit;          /* no free run this long exists (a walk found
+				  * none, no block freed since joined one);
+				  * 0 = unknown */
 	uint64_t reserve;        /* blocks only reserve-allowed placements use */
 	uint64_t head;           /* byte offset of the next placement */
 	uint64_t head_end;       /* byte end of the reserved run */

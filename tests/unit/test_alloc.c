@@ -192,6 +192,38 @@ START_TEST(test_enospc_fragmented)
 }
 END_TEST
 
+/* A placement that found no run remembers it, and forgets it as soon as
+ * a freed block joins a run that long. */
+START_TEST(test_enospc_remembered)
+{
+	struct csdfs_alloc a;
+	uint64_t pa;
+
+	setup_alloc(&a, 400);
+	csdfs_alloc_set_minrun(&a, 4);
+	for (uint64_t b = FIRST; b < 400; b += 4)
+		csdfs_alloc_mark_free(&a, b, 1);
+	/* No run of minrun blocks at all: refused without a walk. */
+	ck_assert_int_eq(csdfs_alloc_place(&a, 4 * BS, false, &pa), -ENOSPC);
+	ck_assert_uint_eq(a.nofit, 0);
+	/* Two blocks: a walk finds none, and says so. */
+	ck_assert_int_eq(csdfs_alloc_place(&a, 2 * BS, false, &pa), -ENOSPC);
+	ck_assert_uint_eq(a.nofit, 2);
+	ck_assert_int_eq(csdfs_alloc_place(&a, 3 * BS, false, &pa), -ENOSPC);
+	ck_assert_uint_eq(a.nofit, 2);
+	/* Freeing a block far from any other free one changes nothing... */
+	csdfs_alloc_mark_free(&a, FIRST + 2, 1);
+	ck_assert_uint_eq(a.nofit, 2);
+	/* ...one between two free ones makes a run of three. */
+	csdfs_alloc_mark_free(&a, FIRST + 1, 1);
+	ck_assert_uint_eq(a.nofit, 0);
+	ck_assert_int_eq(csdfs_alloc_place(&a, 3 * BS, false, &pa), 0);
+	ck_assert_uint_eq(pa, FIRST * BS);
+	check_navail(&a);
+	csdfs_alloc_release(&a);
+}
+END_TEST
+
 START_TEST(test_next_fit_wraps)
 {
 	struct csdfs_alloc a;
@@ -667,6 +699,17 @@ START_TEST(test_random_model)
 				      a.head_end == old_end,
 				      "step %d: place(%llu) = %d", step,
 				      (unsigned long long)len, rc);
+				/* Without a reserve in the way, ENOSPC means no
+				 * free run was long enough (nofit never goes stale). */
+				if (!a.reserve || use_reserve) {
+					uint64_t need = (len + BS - 1) / BS, run = 0;
+
+					for (uint64_t b = FIRST; b < RT_TOTAL && run < need; b++)
+						run = before[b] ? run + 1 : 0;
+					CHECK(run < need, "step %d: place(%llu) = ENOSPC but a run of %llu blocks is free",
+					      step, (unsigned long long)len,
+					      (unsigned long long)need);
+				}
 				enospc++;
 				continue;
 			}
@@ -773,6 +816,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(basic, test_pack_back_to_back);
 	tcase_add_test(basic, test_new_run_returns_untouched);
 	tcase_add_test(basic, test_enospc_fragmented);
+	tcase_add_test(basic, test_enospc_remembered);
 	tcase_add_test(basic, test_next_fit_wraps);
 	tcase_add_test(basic, test_reserve);
 	tcase_add_test(basic, test_reserve_need_exceeds);

@@ -1981,6 +1981,46 @@ START_TEST(test_forget_unlinked)
 }
 END_TEST
 
+/* More inodes held by the kernel than the inode table starts with buckets
+ * (it grows, rehashing them): each is still found, by reads after its
+ * unlink and by its last forget, which frees it. */
+START_TEST(test_many_referenced)
+{
+	enum { N = 20000 };   /* > 4 x 4096: the table doubles twice */
+	char path[512], name[32], buf[16];
+	struct csdfs_vol *vol = newvol_fast(path, sizeof(path), "manyref");
+	uint64_t *ino = malloc(N * sizeof(*ino)), phys0 = vol_physical(vol);
+	struct stat st;
+
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		ino[i] = mkfile(vol, ROOT, name);
+		csdfs_fs_ref(vol, ino[i]);
+		/* One in four holds data: a chunk each counts whole against
+		 * the logical capacity. */
+		snprintf(buf, sizeof(buf), "%015d", i);
+		if (i % 4 == 0)
+			wr(vol, ino[i], buf, sizeof(buf), 0);
+		ck_assert_int_eq(csdfs_fs_unlink(vol, ROOT, name), 0);
+	}
+	for (int i = 0; i < N; i += 4) {
+		char got[16];
+
+		snprintf(buf, sizeof(buf), "%015d", i);
+		ck_assert_int_eq(csdfs_fs_read(vol, ino[i], got, sizeof(got), 0), sizeof(got));
+		ck_assert_msg(!memcmp(got, buf, sizeof(got)), "inode %d reads wrong data", i);
+	}
+	for (int i = 0; i < N; i++)
+		csdfs_fs_forget(vol, ino[i], 1);
+	for (int i = 0; i < N; i += 97)
+		ck_assert_int_eq(csdfs_fs_getattr(vol, ino[i], &st), -ENOENT);
+	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+	ck_assert_uint_eq(vol_physical(vol), phys0);
+	close_fsck(vol, path);
+	free(ino);
+}
+END_TEST
+
 /* What the kernel caches of st_blocks: stale only once the data moved. */
 START_TEST(test_shown_blocks)
 {
@@ -3073,6 +3113,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(life, test_fsync_durable_without_close);
 	tcase_add_test(life, test_rename_whiteout);
 	tcase_add_test(life, test_forget_unlinked);
+	tcase_add_test(life, test_many_referenced);
 	tcase_add_test(life, test_shown_blocks);
 	tcase_add_test(life, test_store_if_unchanged);
 	tcase_add_loop_test(life, test_meta_sync_fails, 0, 2);
