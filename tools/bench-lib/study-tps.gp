@@ -18,11 +18,11 @@ set key top left font "sans,9"
 set pointsize 1.3
 name(w) = (w eq "ro" ? "read-only" : w eq "wo" ? "write-only" : "read-write")
 # dashed = doublewrite OFF
-set multiplot layout 1,words(wls) title "MySQL on csdfs and its peers, seeds/003 schema: TPS by thread count (dashed: doublewrite OFF)\n".subtitle
+nw = words(wls)
+set multiplot layout 1, nw title "MySQL on csdfs and its peers, seeds/003 schema: TPS by thread count (dashed: doublewrite OFF)\n".subtitle
 do for [w = 1:words(wls)] {
 	f = dir."/tps-".word(wls, w).".dat"
 	set title name(word(wls, w))
-	plot for [c = 2:ncol] f using 1:c:xtic(1) with linespoints lw 2 pt (c % 7 + 1) \
-		lc rgb word(colors, c - 1) dt (word(dashes, c - 1) + 0)
+	plot for [c = 2:ncol] f using 1:c:xtic(1) with linespoints lw 2 pt (c % 7 + 1) lc rgb word(colors, c - 1) dt int(word(dashes, c - 1))
 }
 unset multiplot
