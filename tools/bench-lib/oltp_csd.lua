@@ -11,6 +11,8 @@
 --   BEGIN; 10 point selects; 1 data1 index probe; 1 simple range; 1 SUM range;
 --   1 ORDER BY range; 1 DISTINCT range; UPDATE k,data1 (index update);
 --   UPDATE c,data2 (non-index update); DELETE + INSERT of one row; COMMIT
+-- --mode=ro keeps only the reads (like oltp_read_only), --mode=wo only the
+-- writes (like oltp_write_only); tools/mysql-study runs all three.
 --
 -- The text: space-separated tokens, 3 of 4 drawn from a fixed 256-word
 -- vocabulary (made by a fixed-seed generator, identical in every run and
@@ -24,6 +26,7 @@ sysbench.cmdline.options = {
    point_selects = {"point selects per transaction", 10},
    prepare_batch = {"rows per INSERT statement during prepare", 500},
    word_share = {"share of vocabulary words in the text, 0..1", 0.75},
+   mode = {"rw (reads and writes), ro (reads only) or wo (writes only)", "rw"},
    mysql_storage_engine = {"storage engine", "innodb"},
 }
 
@@ -195,6 +198,10 @@ local function close_statements()
 end
 
 function thread_init()
+   local m = sysbench.opt.mode
+   if m ~= "rw" and m ~= "ro" and m ~= "wo" then
+      error("oltp_csd.lua: --mode must be rw, ro or wo, not '" .. tostring(m) .. "'")
+   end
    local drv = sysbench.sql.driver()
    con = drv:connect()
    prepare_statements()
@@ -222,11 +229,8 @@ local function range(s)
    s.stmt:execute()
 end
 
-function event()
-   local n = sysbench.rand.uniform(1, sysbench.opt.tables)
-   local s = stmts[n]
-   begin_stmt:execute()
-
+-- the reads of one transaction
+local function reads(s)
    for i = 1, sysbench.opt.point_selects do
       s.point.p[1]:set(rand_id())
       s.point.stmt:execute()
@@ -237,7 +241,10 @@ function event()
    range(s.sum)
    range(s.order)
    range(s.distinct)
+end
 
+-- the writes of one transaction
+local function writes(s)
    s.upd_index.p[1]:set(text(TEXT_LEN))
    s.upd_index.p[2]:set(rand_id())
    s.upd_index.stmt:execute()
@@ -258,6 +265,17 @@ function event()
    ins[5]:set(text(TEXT_LEN))
    ins[6]:set(text(TEXT_LEN))
    s.insert.stmt:execute()
+end
 
+function event()
+   local n = sysbench.rand.uniform(1, sysbench.opt.tables)
+   local s = stmts[n]
+   begin_stmt:execute()
+   if sysbench.opt.mode ~= "wo" then
+      reads(s)
+   end
+   if sysbench.opt.mode ~= "ro" then
+      writes(s)
+   end
    commit_stmt:execute()
 end
