@@ -336,13 +336,15 @@ struct csdfs_compact_stats {
 	uint64_t bytes;            /* stored bytes moved */
 	uint64_t skipped;          /* busy, changed meanwhile or unreadable */
 	bool wrapped;              /* a volume pass reached the end of the map */
+	bool goal;                 /* stopped: dead space under the goal (compact.c) */
 };
 /* One pass: the chunks of @ino (0: the whole volume, resuming where the last
  * volume pass stopped), moving at most @budget stored bytes. @use_reserve:
  * the low-space path may place into the reserve (a pass frees more than it
- * takes). @return 0 or -errno (-ENOSPC: no room to move into). */
+ * takes). @to_goal: stop once the target's dead space is under the goal
+ * (compact.c). @return 0 or -errno (-ENOSPC: no room to move into). */
 int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
-		       bool use_reserve, struct csdfs_compact_stats *st);
+		       bool use_reserve, bool to_goal, struct csdfs_compact_stats *st);
 /* Commit thread, between commits: one bounded pass if dead space is over
  * the compact_dead threshold. */
 void csdfs_compact_background(struct csdfs_vol *vol);
