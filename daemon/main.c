@@ -35,6 +35,7 @@
 enum opt_id {
 	O_FOREGROUND, O_DEBUG, O_HELP, O_VERSION,
 	O_COMMIT_MS, O_MAX_THREADS, O_CACHE_SIZE, O_READAHEAD, O_MAX_DIRTY,
+	O_COMPACT_DEAD,
 	O_WRITEBACK, O_NOWRITEBACK, O_URING, O_NOURING, O_NOPUNCH, O_NOJOURNAL,
 	O_ALLOW_OTHER, O_NOALLOW_OTHER, O_TEST_TORN,
 	O_COUNT
@@ -74,6 +75,9 @@ static const struct opt_def opt_defs[] = {
 	  "-o max_dirty=SIZE", "dirty page cache the kernel may hold for the mount\n"
 	  "(root; default an eighth of the capacity, 64M..1G;\n"
 	  "0 keeps the kernel's, about 1% of its budget)" },
+	{ "compact_dead=%s", O_COMPACT_DEAD, OPT_NUMBER, 0, 100, "percent",
+	  "-o compact_dead=PERCENT", "compact in the background once this share of\n"
+	  "the used blocks is dead (default 25; 0: off)" },
 	{ "writeback_cache", O_WRITEBACK, OPT_FLAG, 0, 0, NULL, NULL, NULL },
 	{ "nowriteback_cache", O_NOWRITEBACK, OPT_FLAG, 0, 0, NULL, "-o nowriteback_cache",
 	  "send every buffered write(2) to csdfs as it is\n"
@@ -525,6 +529,8 @@ int main(int argc, char *argv[])
 		bdi.readahead = o.val[O_READAHEAD];
 	if (o.text[O_MAX_DIRTY])
 		bdi.max_dirty = o.val[O_MAX_DIRTY];
+	if (o.text[O_COMPACT_DEAD])   /* 0 turns it off; unset keeps the default */
+		mo.compact_dead = o.val[O_COMPACT_DEAD] ? (int)o.val[O_COMPACT_DEAD] : -1;
 	mo.test_torn = o.flag[O_TEST_TORN];
 	mo.no_punch = o.flag[O_NOPUNCH];
 	mo.no_journal = o.flag[O_NOJOURNAL];

@@ -18,8 +18,9 @@
  * group_commit): only LMDB's commit into the page cache runs under it.
  *
  * The commit thread commits every commit_ms (or sooner, when a group grows
- * large), and between commits trims malloc's arenas and fits the chunk
- * cache's budget to what the metadata's mapped pages leave of cache_size.
+ * large), and between commits trims malloc's arenas, fits the chunk
+ * cache's budget to what the metadata's mapped pages leave of cache_size,
+ * and runs a bounded compaction pass when enough space is dead.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -474,6 +475,9 @@ static void *commit_main(void *arg)
 		pthread_mutex_unlock(&vol->lock);
 		if (due)
 			csdfs_vol_commit(vol);
+		/* One bounded compaction pass per round (compact.c): its moves
+		 * join the open group, committed by the next round. */
+		csdfs_compact_background(vol);
 		/* Buffers freed by one worker thread stay in its malloc arena:
 		 * hand free pages back now and then so the daemon's memory is
 		 * its cache plus a bounded overhead; and LMDB's mapped pages,

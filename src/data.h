@@ -35,6 +35,11 @@ void csdfs_stripes_lock_range(struct csdfs_vol *vol, uint64_t ino, uint64_t firs
 void csdfs_stripes_lock_chunks(struct csdfs_vol *vol, uint64_t ino,
 			       const uint64_t *idxs, size_t n,
 			       uint64_t mask[CSDFS_STRIPES / 64]);
+/* The same, never waiting (compaction): @return 0 with every stripe of
+ * @idxs[0..n) locked, or -EBUSY with none. */
+int csdfs_stripes_trylock_chunks(struct csdfs_vol *vol, uint64_t ino,
+				 const uint64_t *idxs, size_t n,
+				 uint64_t mask[CSDFS_STRIPES / 64]);
 void csdfs_stripes_unlock(struct csdfs_vol *vol,
 			  const uint64_t mask[CSDFS_STRIPES / 64]);
 
@@ -67,6 +72,7 @@ struct wplan {
 	size_t nslots;             /* chunks to compress */
 	int slot;
 	bool compressed;
+	bool stored;               /* holds stored chunks (compaction) */
 	bool committed;            /* the mapping operation succeeded */
 };
 
@@ -79,9 +85,16 @@ int csdfs_wplan_init(struct wplan *p, struct csdfs_vol *vol, uint64_t ino,
  * chunk becomes a hole. @return 0. */
 int csdfs_wplan_add(struct wplan *p, uint64_t idx, const char *src,
 		    uint32_t llen);
+/* Add chunk @idx as it is already stored (@c, its bytes at @bytes):
+ * compaction moves it verbatim, never recompressing. A plan holds either
+ * such chunks or new contents, never both. @return 0, -EINVAL (full). */
+int csdfs_wplan_add_stored(struct wplan *p, uint64_t idx,
+			   const struct csdfs_chunk_disk *c, const char *bytes);
 /* Compress, place and write every stored chunk. Data writes (@use_reserve
  * false) may not eat into the reserve kept for truncate, punch and unlink,
  * nor go past the logical capacity. Takes vol->lock for the placement.
+ * Short of blocks, it commits the open group, then compacts (not a plan of
+ * stored chunks) and commits, placing again after each.
  * @return 0, -ENOSPC, -EBUSY, or the I/O's -errno. */
 int csdfs_wplan_write(struct wplan *p, bool use_reserve);
 /* Map every chunk of the written plan inside @op (@rec: the file's record,

@@ -607,6 +607,20 @@ static void check_counters(struct fsck *f)
 		PROBLEM(f, "volume counters differ from the sums of the inodes");
 		f->counters_bad++;
 	}
+	/* Dead space (used blocks' bytes no chunk stores) is what compaction
+	 * goes by: used_blocks must be the blocks in use. */
+	if (c->used_blocks != f->sum.used_blocks) {
+		PROBLEM(f, "volume counters say %llu blocks are used, the chunks use %llu",
+			(unsigned long long)c->used_blocks,
+			(unsigned long long)f->sum.used_blocks);
+		f->counters_bad++;
+	}
+	if (c->compact_chunks > c->compact_bytes_written) {
+		PROBLEM(f, "compaction counters disagree: %llu chunks moved in %llu bytes",
+			(unsigned long long)c->compact_chunks,
+			(unsigned long long)c->compact_bytes_written);
+		f->counters_bad++;
+	}
 }
 
 static int repair(struct fsck *f)

@@ -117,6 +117,11 @@ struct csdfs_vol {
 	uint64_t store_seq;        /* atomic: last csdfs_inode.store_gen given */
 	struct csdfs_journal journal;
 	uint64_t group_commits;    /* lock: made durable since open */
+	unsigned compact_dead;     /* background compaction above this percent
+				    * of used bytes dead; 0 = off */
+	uint64_t compact_next;     /* lock: pa where the volume scan resumes */
+	uint64_t compact_idle_dead;/* lock: dead bytes when a whole scan last
+				    * found nothing to move (0: none yet) */
 };
 
 struct csdfs_mixdelta {
@@ -314,6 +319,45 @@ int csdfs_file_truncate(struct csdfs_vol *vol, uint64_t ino, uint64_t size,
 int csdfs_file_recompress_xattr(struct csdfs_vol *vol, uint64_t ino,
 				const char *value, size_t size);
 int csdfs_file_recompress_left(struct csdfs_vol *vol, uint64_t ino);
+
+/*
+ * compact.c: moving the live chunks out of mostly dead blocks (the stored
+ * bytes verbatim) to the allocation head, through the write planner and one
+ * mapping operation per batch, so that the blocks they shared with dead
+ * versions are freed (see compact.c for the criterion and the bounds).
+ * Never waits for a writer: chunks whose inode or stripes are busy are
+ * skipped. Call without vol->lock, io_lock or stripes held by the caller
+ * for the chunks it may move (it only try-locks them).
+ */
+struct csdfs_compact_stats {
+	uint64_t scanned;          /* chunks looked at */
+	uint64_t candidates;       /* of those, in mostly dead blocks */
+	uint64_t moved;            /* chunks moved */
+	uint64_t bytes;            /* stored bytes moved */
+	uint64_t skipped;          /* busy, changed meanwhile or unreadable */
+	bool wrapped;              /* a volume pass reached the end of the map */
+	bool goal;                 /* stopped: dead space under the goal (compact.c) */
+};
+/* One pass: the chunks of @ino (0: the whole volume, resuming where the last
+ * volume pass stopped), moving at most @budget stored bytes. @use_reserve:
+ * the low-space path may place into the reserve (a pass frees more than it
+ * takes). @to_goal: stop once the target's dead space is under the goal
+ * (compact.c). @return 0 or -errno (-ENOSPC: no room to move into). */
+int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
+		       bool use_reserve, bool to_goal, struct csdfs_compact_stats *st);
+/* Commit thread, between commits: one bounded pass if dead space is over
+ * the compact_dead threshold. */
+void csdfs_compact_background(struct csdfs_vol *vol);
+/* Low-space path (wplan.c): one bounded pass using the reserve, then a
+ * commit, so its freed blocks are usable. @return 0 if anything moved,
+ * else -ENOSPC. */
+int csdfs_compact_lowspace(struct csdfs_vol *vol);
+/* setxattr user.csdfs.compact=N (on the root: the volume; on a file: its
+ * chunks): move up to N MiB of stored bytes. getxattr: chunks left that
+ * compaction would move. */
+int csdfs_compact_xattr(struct csdfs_vol *vol, uint64_t ino, const char *value,
+			size_t size);
+int csdfs_compact_left(struct csdfs_vol *vol, uint64_t ino, uint64_t *left);
 
 /* container.c: superblock. */
 int csdfs_super_write(struct csdfs_io *io, const struct csdfs_super *sb);

@@ -172,6 +172,8 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 		}
 	}
 	vol->punch = !(opts && opts->no_punch);
+	vol->compact_dead = !opts || !opts->compact_dead ? CSDFS_COMPACT_DEAD_DEFAULT :
+			    opts->compact_dead < 0 ? 0 : (unsigned)opts->compact_dead;
 	vol->cache_size = opts && opts->no_cache ? 0 :
 			  opts && opts->cache_size ? opts->cache_size : CACHE_SIZE_DEFAULT;
 	vol->cache = csdfs_cache_new(vol->cache_size);

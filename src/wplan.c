@@ -58,6 +58,27 @@ void csdfs_stripes_lock_chunks(struct csdfs_vol *vol, uint64_t ino,
 	lock_mask(vol, mask);
 }
 
+int csdfs_stripes_trylock_chunks(struct csdfs_vol *vol, uint64_t ino,
+				 const uint64_t *idxs, size_t n,
+				 uint64_t mask[CSDFS_STRIPES / 64])
+{
+	memset(mask, 0, CSDFS_STRIPES / 8);
+	for (size_t i = 0; i < n; i++)
+		mask_add(mask, ino, idxs[i]);
+	for (unsigned s = 0; s < CSDFS_STRIPES; s++) {
+		if (!(mask[s / 64] & (1ull << (s % 64))))
+			continue;
+		if (pthread_mutex_trylock(&vol->stripes[s])) {
+			while (s-- > 0)
+				if (mask[s / 64] & (1ull << (s % 64)))
+					pthread_mutex_unlock(&vol->stripes[s]);
+			memset(mask, 0, CSDFS_STRIPES / 8);
+			return -EBUSY;
+		}
+	}
+	return 0;
+}
+
 void csdfs_stripes_unlock(struct csdfs_vol *vol,
 			  const uint64_t mask[CSDFS_STRIPES / 64])
 {
@@ -112,6 +133,28 @@ int csdfs_wplan_add(struct wplan *p, uint64_t idx, const char *src,
 	c->src = src;
 	if (llen)
 		c->slot = p->nslots++;
+	return 0;
+}
+
+int csdfs_wplan_add_stored(struct wplan *p, uint64_t idx,
+			   const struct csdfs_chunk_disk *c, const char *bytes)
+{
+	struct wchunk *w = &p->c[p->n];
+
+	if (!c->plen || p->packlen + c->plen > p->packcap)
+		return -EINVAL;
+	p->n++;
+	w->idx = idx;
+	w->llen = c->llen;
+	w->plen = c->plen;
+	w->csum = c->csum;
+	w->used.id = c->codec;
+	w->used.level = c->level;
+	w->packoff = p->packlen;
+	memcpy(p->pack + p->packlen, bytes, c->plen);
+	p->packlen += c->plen;
+	p->compressed = true;
+	p->stored = true;
 	return 0;
 }
 
@@ -200,54 +243,78 @@ static int place_locked(struct wplan *p, bool use_reserve)
 	return 0;
 }
 
+/* Take back what the plan placed (vol->lock held): a commit recycles freed
+ * blocks and must see the head where no unregistered placement lies
+ * beyond it. */
+static void unplace_locked(struct wplan *p)
+{
+	for (size_t i = p->n; i-- > 0; ) {
+		if (p->c[i].placed)
+			csdfs_alloc_unplace(&p->vol->alloc, p->c[i].pa, p->c[i].plen);
+		p->c[i].placed = false;
+	}
+}
+
+/* Place the plan (vol->lock held). *@short_blocks: the -ENOSPC was a
+ * shortage of blocks (not of logical capacity), which a commit or a
+ * compaction may cure. */
+static int check_place_locked(struct wplan *p, bool use_reserve, bool *short_blocks)
+{
+	int rc = p->vol->failed;
+
+	*short_blocks = false;
+	if (!rc && !use_reserve)
+		rc = check_logical_locked(p);
+	if (!rc) {
+		rc = place_locked(p, use_reserve);
+		*short_blocks = rc == -ENOSPC;
+	}
+	return rc;
+}
+
 /*
  * Place every stored chunk at the head and write them out. Data writes
  * (@use_reserve false) may not eat into the reserve kept for truncate, hole
  * punching and unlink. Space freed by the open group only becomes usable
- * at its commit, so a full volume commits once before giving up.
+ * at its commit, so a full volume commits once, then compacts once,
+ * before giving up.
  */
 int csdfs_wplan_write(struct wplan *p, bool use_reserve)
 {
 	struct csdfs_vol *vol = p->vol;
 	uint64_t lo = UINT64_MAX, hi = 0;
-	bool retry = false;
+	bool short_blocks;
 	int rc;
 
 	rc = plan_compress(p);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&vol->lock);
-	rc = vol->failed;
-	if (!rc && !use_reserve)
-		rc = check_logical_locked(p);
-	if (!rc) {
-		rc = place_locked(p, use_reserve);
-		/* Only a shortage of blocks can be cured by a commit: blocks
-		 * freed by the open group, or by a group whose commit is
-		 * syncing right now (it alone holds them until it is durable). */
-		retry = rc == -ENOSPC &&
-			(vol->alloc.nquar || vol->dirty || vol->closed_unsynced);
-	}
-	if (retry) {
-		/* Take back what this plan placed first: the commit recycles
-		 * freed blocks, and must see the head where no unregistered
-		 * placement lies beyond it. */
-		for (size_t i = p->n; i-- > 0; ) {
-			if (p->c[i].placed)
-				csdfs_alloc_unplace(&vol->alloc, p->c[i].pa, p->c[i].plen);
-			p->c[i].placed = false;
-		}
+	rc = check_place_locked(p, use_reserve, &short_blocks);
+	/* Only a shortage of blocks can be cured by a commit: blocks freed by
+	 * the open group, or by a group whose commit is syncing right now (it
+	 * alone holds them until it is durable). */
+	if (short_blocks && (vol->alloc.nquar || vol->dirty || vol->closed_unsynced)) {
+		unplace_locked(p);
 		/* Behind any commit in flight (commit_lock), then this group's;
 		 * the volume lock is free through their syncs. */
 		pthread_mutex_unlock(&vol->lock);
 		rc = csdfs_vol_commit(vol);
 		pthread_mutex_lock(&vol->lock);
+		short_blocks = false;
 		if (!rc)
-			rc = vol->failed;
-		if (!rc && !use_reserve)
-			rc = check_logical_locked(p);
+			rc = check_place_locked(p, use_reserve, &short_blocks);
+	}
+	/* Then blocks pinned by dead chunk versions: compaction frees them (a
+	 * bounded pass and its commit; never for compaction's own plans). */
+	if (short_blocks && !p->stored) {
+		unplace_locked(p);
+		pthread_mutex_unlock(&vol->lock);
+		rc = csdfs_compact_lowspace(vol);
+		pthread_mutex_lock(&vol->lock);
+		short_blocks = false;
 		if (!rc)
-			rc = place_locked(p, use_reserve);
+			rc = check_place_locked(p, use_reserve, &short_blocks);
 	}
 	for (size_t i = 0; i < p->n && !rc; i++) {
 		struct wchunk *c = &p->c[i];

@@ -145,6 +145,17 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 		return snprintf(buf, len, "%llu", (unsigned long long)c->app_bytes_written);
 	if (!strcmp(attr, "dev_bytes_written"))
 		return snprintf(buf, len, "%llu", (unsigned long long)c->dev_bytes_written);
+	if (!strcmp(attr, "dead_bytes"))   /* what compaction can win back */
+		return snprintf(buf, len, "%llu", (unsigned long long)
+				(c->used_blocks * CSDFS_BLOCK_SIZE > c->stored_bytes ?
+				 c->used_blocks * CSDFS_BLOCK_SIZE - c->stored_bytes : 0));
+	if (!strcmp(attr, "compact_bytes_written"))
+		return snprintf(buf, len, "%llu", (unsigned long long)c->compact_bytes_written);
+	if (!strcmp(attr, "compact_chunks"))
+		return snprintf(buf, len, "%llu", (unsigned long long)c->compact_chunks);
+	if (!strcmp(attr, "compact_write_amplification"))
+		return snprintf(buf, len, "%.3f", c->app_bytes_written ?
+				(double)c->compact_bytes_written / (double)c->app_bytes_written : 0.0);
 	if (!strcmp(attr, "meta_bytes_written"))
 		return snprintf(buf, len, "%llu", (unsigned long long)c->meta_bytes_written);
 	if (!strcmp(attr, "meta_bytes"))
@@ -390,9 +401,11 @@ int csdfs_fs_getxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
 		const char *attr = name + strlen(VIRT_PREFIX);
 		char buf[1024];
 
-		/* Each of these reads in an operation of its own. */
-		if (!strcmp(attr, "recompress") || !strcmp(attr, "histogram")) {
+		/* Each of these reads in an operation of its own (whole scans). */
+		if (!strcmp(attr, "recompress") || !strcmp(attr, "histogram") ||
+		    !strcmp(attr, "compact")) {
 			struct csdfs_histogram h;
+			uint64_t left = 0;
 
 			csdfs_op_end(&op, 0);
 			if (!strcmp(attr, "histogram")) {
@@ -402,10 +415,13 @@ int csdfs_fs_getxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
 				if (rc < 0)
 					return rc;
 			} else {
-				rc = csdfs_file_recompress_left(vol, ino);
+				if (!strcmp(attr, "compact"))
+					rc = csdfs_compact_left(vol, ino, &left);
+				else if ((rc = csdfs_file_recompress_left(vol, ino)) >= 0)
+					left = (uint64_t)rc;
 				if (rc < 0)
 					return rc;
-				rc = snprintf(buf, sizeof(buf), "%d", rc);
+				rc = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)left);
 			}
 			if (size && (size_t)rc > size)
 				return -ERANGE;
@@ -459,6 +475,8 @@ int csdfs_fs_setxattr(struct csdfs_vol *vol, uint64_t ino, const char *name,
 
 		if (!strcmp(attr, "recompress"))
 			return csdfs_file_recompress_xattr(vol, ino, value, size);
+		if (!strcmp(attr, "compact"))
+			return csdfs_compact_xattr(vol, ino, value, size);
 		return policy_change(vol, ino, attr, value ? value : "", size);
 	}
 	if (size > XATTR_VALUE_MAX)

@@ -6,6 +6,10 @@
  * the chunks left, writing N asks the daemon to rewrite up to N of them in
  * bounded transactions. Progress is shown as it goes on a terminal; other
  * output gets one final line per file.
+ *
+ * --compact does the same with user.csdfs.compact: move the live chunks
+ * out of mostly dead blocks (of files, or with the mount root as PATH and
+ * no -r, of the whole volume), N MiB per request.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,15 +22,13 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#define ATTR "user.csdfs.recompress"
-#define STEP "256"
-
+static const char *attr = "user.csdfs.recompress", *step = "256", *done = "rewritten";
 static int quiet, failures, tty;   /* tty: stdout is a terminal */
 
 static long chunks_left(const char *path)
 {
 	char buf[32];
-	ssize_t n = getxattr(path, ATTR, buf, sizeof(buf) - 1);
+	ssize_t n = getxattr(path, attr, buf, sizeof(buf) - 1);
 
 	if (n < 0)
 		return -errno;
@@ -36,17 +38,30 @@ static long chunks_left(const char *path)
 
 static int recompress_file(const char *path)
 {
-	long total = chunks_left(path), left = total;
+	long total = chunks_left(path), left = total, steps = 0, stored = 0;
+	char sbuf[32];
+	ssize_t n = getxattr(path, "user.csdfs.stored", sbuf, sizeof(sbuf) - 1);
+
+	if (n > 0) {
+		sbuf[n] = '\0';
+		stored = atol(sbuf);
+	}
 
 	if (total < 0) {
-		fprintf(stderr, "csdfs-recompress: '%s': %s\n", path,
-			total == -ENODATA || total == -ENOTSUP ?
-			"not on a csdfs filesystem" : strerror((int)-total));
+		if (total == -EINVAL && *done == 'm')
+			fprintf(stderr, "csdfs-recompress: '%s' is neither a file nor the mount root "
+				"(use -r for a tree)\n", path);
+		else
+			fprintf(stderr, "csdfs-recompress: '%s': %s\n", path,
+				total == -ENODATA || total == -ENOTSUP ?
+				"not on a csdfs filesystem" : strerror((int)-total));
 		failures++;
 		return 0;
 	}
 	while (left > 0) {
-		if (setxattr(path, ATTR, STEP, strlen(STEP), 0)) {
+		long before = left;
+
+		if (setxattr(path, attr, step, strlen(step), 0)) {
 			fprintf(stderr, "csdfs-recompress: '%s': %s\n", path, strerror(errno));
 			failures++;
 			return 0;
@@ -57,15 +72,21 @@ static int recompress_file(const char *path)
 		/* A progress line rewritten in place on a terminal; a log or a
 		 * pipe gets only the final line, not a \r-joined run of them. */
 		if (!quiet && tty) {
-			printf("\r%s: %ld of %ld chunks rewritten (%.0f%%)", path,
-			       total - left, total,
+			printf("\r%s: %ld of %ld chunks %s (%.0f%%)", path,
+			       total - left, total, done,
 			       total ? 100.0 * (double)(total - left) / (double)total : 100.0);
 			fflush(stdout);
 		}
+		/* A compaction request goes over the whole file (volume) unless
+		 * it moves step MiB first: what is left after it is busy, or
+		 * chunks it just moved next to padding that looks dead. */
+		if (left >= before || (*done == 'm' && ++steps * (atol(step) << 20) >= stored))
+			break;
 	}
 	if (!quiet)
-		printf("%s%s: %ld chunks rewritten, policy matched\n", total && tty ? "\n" : "",
-		       path, total);
+		printf("%s%s: %ld chunks %s%s\n", total && tty ? "\n" : "", path, total - (left > 0 ? left : 0),
+		       done, left > 0 ? ", the rest busy or not worth moving" :
+		       *done == 'r' ? ", policy matched" : ", compact");
 	return 0;
 }
 
@@ -82,22 +103,31 @@ int main(int argc, char *argv[])
 	static const struct option longopts[] = {
 		{ "recursive", no_argument, NULL, 'r' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "compact", no_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	int recursive = 0, c;
+	int recursive = 0, compact = 0, c;
 
 	tty = isatty(STDOUT_FILENO);
 
-	while ((c = getopt_long(argc, argv, "rqh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "rqch", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r': recursive = 1; break;
 		case 'q': quiet = 1; break;
+		case 'c':
+			compact = 1;
+			attr = "user.csdfs.compact";
+			step = "64";
+			done = "moved";
+			break;
 		case 'h':
-			printf("usage: csdfs-recompress [-r] [-q] PATH...\n"
+			printf("usage: csdfs-recompress [-r] [-q] [-c] PATH...\n"
 			       "Rewrite the chunks of files on a csdfs mount that do not match\n"
 			       "their codec policy (user.csdfs.codec), online.\n"
 			       "  -r, --recursive  descend into directories\n"
+			       "  -c, --compact    instead, move live chunks out of mostly dead\n"
+			       "                   blocks (the mount root without -r: the volume)\n"
 			       "  -q, --quiet      no progress output\n");
 			return 0;
 		default:
@@ -117,6 +147,8 @@ int main(int argc, char *argv[])
 			failures++;
 		} else if (S_ISDIR(st.st_mode) && recursive) {
 			nftw(argv[i], walk_cb, 32, FTW_PHYS | FTW_MOUNT);
+		} else if (S_ISDIR(st.st_mode) && compact) {
+			recompress_file(argv[i]);   /* the mount root: the volume */
 		} else if (S_ISREG(st.st_mode)) {
 			recompress_file(argv[i]);
 		} else {

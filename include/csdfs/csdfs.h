@@ -71,6 +71,9 @@ struct csdfs_mount_opts {
 	bool no_journal;           /* fsync commits LMDB in full (no journal
 	                            * made; an existing one is still replayed) */
 	bool no_punch;             /* keep freed ranges allocated in the host */
+	/* Background compaction starts once this percent of the used blocks'
+	 * bytes is dead: 0 = CSDFS_COMPACT_DEAD_DEFAULT, -1 = off. */
+	int compact_dead;
 	uint64_t cache_size;       /* decoded-chunk cache bytes; 0 = default */
 	bool no_cache;             /* no decoded-chunk cache at all */
 	/* Tests: called on each file's I/O right after it is opened, from
@@ -87,6 +90,8 @@ struct csdfs_mount_opts {
 	 * torn writes. Never for real data. */
 	bool test_torn;
 };
+
+#define CSDFS_COMPACT_DEAD_DEFAULT 25
 
 /*
  * csdfs_vol_open - open a volume for exclusive use (flock), verify its

@@ -220,7 +220,10 @@ struct csdfs_counters_disk {
 	uint64_t meta_bytes_written; /* bytes LMDB wrote at group commits */
 	uint64_t logical_used;     /* chunk-size units held by stored chunks:
 				    * what counts against logical capacity */
-	uint64_t reserved[5];
+	uint64_t compact_bytes_written; /* stored bytes compaction moved (not
+				    * in dev_bytes_written) */
+	uint64_t compact_chunks;   /* chunks compaction moved */
+	uint64_t reserved[3];
 } __attribute__((packed));
 _Static_assert(sizeof(struct csdfs_counters_disk) == 128, "counters layout");
 

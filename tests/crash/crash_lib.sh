@@ -67,6 +67,7 @@ crash_tools() {
 # start_daemon PRELOAD [OPTS...]: csdfs -f on $VOL/$MNT, with the power-cut
 # recorder when PRELOAD=1 (fresh undo logs; KEEP_ALL=1 keeps them whole;
 # KILL_AT/KILL_FILE: self-kill at that event once armed), and wait for the mount.
+# DAEMON_OPTS (an array a driver may set) goes before OPTS on every mount.
 start_daemon() {
 	local pre=$1 i
 	shift
@@ -80,9 +81,9 @@ start_daemon() {
 		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
 		LD_PRELOAD=$POWERCUT_PRELOAD POWERCUT_LOG=$PLOG POWERCUT_KEEP_ALL=${KEEP_ALL:-0} \
 			POWERCUT_KILL_AT=${KILL_AT:-0} POWERCUT_KILL_FILE=${KILL_FILE:-} \
-			"$CSDFS_BIN" -f "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
+			"$CSDFS_BIN" -f ${DAEMON_OPTS[@]+"${DAEMON_OPTS[@]}"} "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
 	else
-		"$CSDFS_BIN" -f "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
+		"$CSDFS_BIN" -f ${DAEMON_OPTS[@]+"${DAEMON_OPTS[@]}"} "$@" "$VOL" "$MNT" >>"$WORK/daemon.log" 2>&1 &
 	fi
 	DAEMON_PID=$!
 	for ((i = 0; i < 500; i++)); do

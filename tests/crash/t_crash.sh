@@ -27,6 +27,12 @@
 #   (powercut --ignore-sync on the container, undo logs never truncated):
 #   fsck, mount or verify MUST notice at least once.
 #
+# Every mount compacts in the background at CRASH_COMPACT_DEAD percent of dead
+# space (default 1: as often as the daemon allows), so crash points land
+# inside compaction passes too; user.csdfs.compact_chunks, read before each
+# workload and after each remount, counts the points whose compaction moved
+# chunks that survived the crash (at least one must).
+#
 # Environment: CRASH_POINTS (default 100; the slow suite 2000), COUNTER_POINTS,
 # LIAR_POINTS, CRASH_SEED (default random; every point prints its own seed),
 # CRASH_FILES, CRASH_PAGES, CRASH_THREADS, CRASH_TMPDIR (default /dev/shm
@@ -45,6 +51,8 @@ CRASH_SEED=${CRASH_SEED:-$(( (RANDOM << 15 | RANDOM) ))}
 CRASH_FILES=${CRASH_FILES:-4}
 CRASH_PAGES=${CRASH_PAGES:-64}
 CRASH_THREADS=${CRASH_THREADS:-4}
+CRASH_COMPACT_DEAD=${CRASH_COMPACT_DEAD:-1}
+DAEMON_OPTS=(-o compact_dead="$CRASH_COMPACT_DEAD")   # every start_daemon
 FSCK_OPTS=(--verify-data)
 
 require_csdfs
@@ -101,6 +109,11 @@ plan_point() {
 	fi
 }
 
+# chunks compaction has moved on the mounted volume (durably, after a crash)
+compacted() {
+	getfattr --only-values -n user.csdfs.compact_chunks "$MNT" 2>/dev/null || echo 0
+}
+
 # ---------- crash points ----------
 
 mkfs_vol --size 256M
@@ -109,6 +122,8 @@ start_daemon 1 || die "first mount failed"
 ok_kill=0
 ok_power=0
 self_kills=0
+compact_points=0
+compact_before=$(compacted)
 for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
 	what="point $pt/$CRASH_POINTS: $mode"
 	if [ -n "$KILL_AT" ]; then
@@ -169,6 +184,12 @@ for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
 		keep_evidence "verify failed"
 		break
 	fi
+	compact_now=$(compacted)
+	if [ "$compact_now" -gt "$compact_before" ]; then
+		compact_points=$((compact_points + 1))
+		this+=", compaction moved $((compact_now - compact_before)) chunks"
+	fi
+	compact_before=$compact_now
 	pass "$this; $(sed -n 's/^pagecheck: verify: //p' "$WORK/verify.log")"
 	if [[ $this == *": power"* ]]; then ok_power=$((ok_power + 1)); else ok_kill=$((ok_kill + 1)); fi
 done
@@ -181,7 +202,14 @@ if [ -n "$DAEMON_PID" ] && [ $N_FAIL = 0 ]; then
 fi
 log "crash points: $ok_kill process crashes and $ok_power power cuts survived" \
 	"($self_kills of them at a chosen write/sync); $PC_TOTAL un-synced pages reverted" \
-	"in all, data.mdb pages in $PC_MDB_CUTS cuts"
+	"in all, data.mdb pages in $PC_MDB_CUTS cuts; compaction moved chunks in $compact_points"
+if [ $N_FAIL = 0 ] && [ "$CRASH_COMPACT_DEAD" != 0 ] && [ "$CRASH_POINTS" -ge 20 ]; then
+	if [ $compact_points -gt 0 ]; then
+		pass "compaction ran (and its moves survived) in $compact_points of $CRASH_POINTS crash points"
+	else
+		fail "compaction never moved a chunk in $CRASH_POINTS crash points (compact_dead=$CRASH_COMPACT_DEAD)"
+	fi
+fi
 
 # ---------- counter-check: torn writes must be seen ----------
 

@@ -882,13 +882,16 @@ enum damage {
 	DMG_DANGLING_SYMLINK,
 	DMG_SYMLINK_ON_REG,
 	DMG_ORPHAN_LINKED,
+	DMG_STORED_BYTES,
+	DMG_COMPACT_COUNTERS,
 	DMG_COUNT
 };
 
 static const char *const damage_names[DMG_COUNT] = {
 	"drop-phys", "free-used", "phys-blocks", "double-charge", "leak",
 	"dangling-dirent", "nlink", "dangling-chunk", "dangling-xattr",
-	"dangling-symlink", "symlink-on-reg", "orphan-linked",
+	"dangling-symlink", "symlink-on-reg", "orphan-linked", "stored-bytes",
+	"compact-counters",
 };
 
 static void put_irec(struct csdfs_txn *txn, uint64_t ino,
@@ -902,6 +905,26 @@ static void put_irec(struct csdfs_txn *txn, uint64_t ino,
 }
 
 static void more_blocks(struct csdfs_inode_disk *r) { r->phys_blocks++; }
+
+/* Edit the volume counters record in place. */
+static void put_counters(struct csdfs_txn *txn, void (*edit)(struct csdfs_counters_disk *))
+{
+	struct csdfs_counters_disk c;
+
+	ck_assert_int_eq(csdfs_rec_counters_get(txn, CSDFS_DB_META, "counters", 8, &c), 0);
+	edit(&c);
+	ck_assert_int_eq(csdfs_rec_counters_put(txn, CSDFS_DB_META, "counters", 8, &c, 0), 0);
+}
+
+/* Dead space, what compaction goes by, is the used blocks (from the free
+ * map at open) less stored_bytes: a stored_bytes that is off by a few
+ * bytes makes compaction chase space that is not dead, or miss some. */
+static void fewer_stored(struct csdfs_counters_disk *c) { c->stored_bytes -= 100; }
+static void compact_skew(struct csdfs_counters_disk *c)
+{
+	c->compact_chunks = 10;        /* ten chunks moved in one byte */
+	c->compact_bytes_written = 1;
+}
 static void more_links(struct csdfs_inode_disk *r) { r->nlink++; }
 
 static void damage(struct fixture *fx, int what, uint64_t a, uint64_t b)
@@ -992,6 +1015,12 @@ static void damage(struct fixture *fx, int what, uint64_t a, uint64_t b)
 		/* An orphan record for a file that still has its link. */
 		csdfs_be64_put(key, a);
 		ck_assert_int_eq(csdfs_meta_put(txn, CSDFS_DB_ORPHANS, key, 8, "", 0, 0), 0);
+		break;
+	case DMG_STORED_BYTES:
+		put_counters(txn, fewer_stored);
+		break;
+	case DMG_COMPACT_COUNTERS:
+		put_counters(txn, compact_skew);
 		break;
 	}
 	ck_assert_int_eq(csdfs_meta_commit(txn), 0);

@@ -91,6 +91,15 @@ void print_volume_page(const struct volume *v)
 	else
 		strcpy(buf, "-");
 	page_line("Write amplification", buf, "((device + metadata writes) / app writes)");
+	page_size(v, "Dead bytes", V_DEAD, "(in used blocks, stored by no live chunk)");
+	page_size(v, "Bytes compacted", V_COMPACT_WRITTEN, "(moved out of mostly dead blocks)");
+	page_count(v, "Chunks compacted", V_COMPACT_CHUNKS, NULL);
+	if (vhas(v, V_COMPACT_WRITTEN) && vhas(v, V_APP_WRITTEN) && v->v[V_APP_WRITTEN])
+		snprintf(buf, sizeof(buf), "%.3f", (double)v->v[V_COMPACT_WRITTEN] /
+			 (double)v->v[V_APP_WRITTEN]);
+	else
+		strcpy(buf, "-");
+	page_line("Compaction write amp.", buf, "(bytes compacted / app writes)");
 	if (vhas(v, V_ATOMIC_UNIT)) {
 		fmt_size(buf, sizeof(buf), v->v[V_ATOMIC_UNIT]);
 		snprintf(note, sizeof(note), "(%" PRIu64 " bytes; aligned writes up to this size are atomic)",
@@ -215,6 +224,10 @@ static const struct prom_metric prom_metrics[] = {
 	  "Bytes written to the container." },
 	{ "csdfs_checksum_errors_total", true, V_CSUM_ERRORS,
 	  "Checksum mismatches found on read." },
+	{ "csdfs_dead_bytes", false, V_DEAD,
+	  "Bytes of used blocks no live chunk stores." },
+	{ "csdfs_compacted_bytes_total", true, V_COMPACT_WRITTEN,
+	  "Stored bytes compaction moved." },
 	{ "csdfs_fuse_requests_total", true, V_REQUESTS,
 	  "FUSE requests the daemon received since it mounted." },
 	{ "csdfs_fuse_fsync_requests_total", true, V_REQ_FSYNC,
