@@ -149,4 +149,18 @@ bounded 120 "$CSDFS_FSCK" --verify-data "$VOL" >"$WORK/fsckv.out" 2>&1
 check_eq "fsck --verify-data, one bad chunk: exit 4" 4 $?
 check_eq "fsck --verify-data, one bad chunk: listed" 1 "$(grep -c 'does not verify' "$WORK/fsckv.out")"
 check_grep_i "fsck --verify-data, one bad chunk: counted" 'data: 1 bad chunk in all' "$WORK/fsckv.out"
+# the FUSE boundary check meson runs: a FUSE include outside daemon/ is
+# found; tests/daemon/ may have one; a mounted demo volume (demo/mnt, whose
+# samples hold libfuse's headers) and build trees are not read
+B=$WORK/boundary
+mkdir -p "$B/src" "$B/tests/daemon" "$B/demo/mnt/sample" "$B/build"
+echo '#include <fuse3/fuse.h>' >"$B/demo/mnt/sample/fuse.h"
+echo '#include <fuse.h>' >"$B/build/x.c"
+echo '#include <linux/fuse.h>' >"$B/tests/daemon/t.c"
+echo '#include <stdio.h>' >"$B/src/ok.c"
+check "boundary check: clean tree passes" sh "$REPO_ROOT/tools/check-fuse-boundary.sh" "$B"
+echo '#include <fuse_lowlevel.h>' >"$B/src/leak.c"
+out=$(sh "$REPO_ROOT/tools/check-fuse-boundary.sh" "$B"); rc=$?
+check_eq "boundary check: a FUSE include in src/ fails" 1 "$rc"
+check_eq "boundary check: names only that file" "src/leak.c" "$(echo $out)"
 finish
