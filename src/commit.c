@@ -200,7 +200,7 @@ static int fail_locked(struct csdfs_vol *vol, int rc)
 		vol->group = NULL;
 	}
 	vol->failed = rc == -ENOSPC ? -ENOSPC : -EIO;
-	csdfs_log(LOG_CRIT, "group commit failed (%s): volume '%s' is now failed; "
+	csdfs_log(LOG_CRIT, "metadata commit failed (%s): volume '%s' is now failed; "
 		  "remount to recover the last durable state",
 		  strerror(-rc), vol->path);
 	return vol->failed;
