@@ -759,5 +759,9 @@ int main(int argc, char *argv[])
 	measure_open(&w);
 	measure_fsck(&w);
 	measure_requests(&w, scale);
+	free(w.files);
+	free(w.sizes);
+	free(w.bigdir_ents);
+	free(w.parents);
 	return 0;
 }
