@@ -919,17 +919,20 @@ int csdfs_cursor_step(struct csdfs_cursor *cur, enum csdfs_cursor_move how,
 
 int csdfs_cursor_del(struct csdfs_cursor *cur)
 {
-	MDB_val k, v;
-	int rc = mdb_cursor_get(cur->cur, &k, &v, MDB_GET_CURRENT);
 	unsigned char key[512];    /* LMDB's default maximum key size is 511 */
-	size_t klen = k.mv_size;
+	MDB_val k, v;
+	int rc;
 
+	/* Without redo kept, a delete is LMDB's alone. */
+	if (cur->txn->root->redo.over)
+		return mdb_err(mdb_cursor_del(cur->cur, 0));
+	rc = mdb_cursor_get(cur->cur, &k, &v, MDB_GET_CURRENT);
 	if (rc)
 		return mdb_err(rc);
 	/* The key's bytes live in the page the delete may change. */
-	if (klen > sizeof(key))
+	if (k.mv_size > sizeof(key))
 		return -EINVAL;
-	memcpy(key, k.mv_data, klen);
+	memcpy(key, k.mv_data, k.mv_size);
 	rc = mdb_cursor_del(cur->cur, 0);
 	if (!rc) {
 		k.mv_data = key;
