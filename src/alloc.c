@@ -193,6 +193,8 @@ int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, bool use_reserve,
 	/* Never let the head hold the reserve hostage. */
 	if (!use_reserve && n > need && n - need > a->navail - need - a->reserve)
 		n = a->navail - a->reserve;
+	if (a->head_end && a->head % BS && a->on_leave)
+		a->on_leave(a->leave_ctx, a->head / BS);
 	/* Give back the whole blocks the old run never touched. */
 	if (a->head_end) {
 		uint64_t from = (a->head + BS - 1) / BS;
@@ -213,6 +215,8 @@ void csdfs_alloc_align(struct csdfs_alloc *a)
 {
 	uint64_t up = (a->head + BS - 1) / BS * BS;
 
+	if (a->head % BS && up <= a->head_end && a->on_leave)
+		a->on_leave(a->leave_ctx, a->head / BS);
 	a->head = up < a->head_end ? up : a->head_end;
 }
 

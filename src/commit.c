@@ -223,6 +223,16 @@ int csdfs_vol_sync_container(void *arg)
 	return csdfs_io_sync(&vol->io);
 }
 
+/* The in-memory state a commit carries: the counters and the compaction
+ * hints changed since the last one (vol->lock held). */
+static int store_state_locked(struct csdfs_vol *vol)
+{
+	int rc = csdfs_chint_store(&vol->chint, vol->group, false);
+
+	return rc ? rc : csdfs_rec_counters_put(vol->group, CSDFS_DB_META, "counters", 8,
+						 &vol->counters, 0);
+}
+
 /* Close the open group (vol->lock held): LMDB commits with its pages
  * written (not synced; the container neither), and the next group opens.
  * A group closed before and not yet durable is made durable first (by
@@ -236,8 +246,7 @@ static int close_group_locked(struct csdfs_vol *vol, struct closed_group *cg)
 		return vol->failed;
 	if (!vol->dirty)
 		return 0;
-	rc = csdfs_rec_counters_put(vol->group, CSDFS_DB_META, "counters", 8,
-				    &vol->counters, 0);
+	rc = store_state_locked(vol);
 	if (!rc) {
 		uint64_t before = csdfs_thread_wchar(), after;
 
@@ -377,8 +386,7 @@ static int journal_commit(struct csdfs_vol *vol)
 	if (!rc && (!j->blocks || !vol->dirty))
 		rc = -EAGAIN;
 	if (!rc)
-		rc = csdfs_rec_counters_put(vol->group, CSDFS_DB_META, "counters", 8,
-					    &vol->counters, 0);
+		rc = store_state_locked(vol);
 	if (!rc && csdfs_meta_redo(vol->group, &redo, &len))
 		rc = -EAGAIN;
 	from = j->taken;

@@ -33,6 +33,10 @@
  * csdfs-recompress --compact) goes by the goal: the background one goes by
  * the compact_dead threshold, the low-space one takes what it can.
  *
+ * Where: a volume scan visits only the regions the compaction hints
+ * (compact_hint.c) mark, except the pass asked for on the whole volume,
+ * which sweeps them all; a file's pass goes over the file's chunks.
+ *
  * Bounds: a scan step holds vol->lock for at most COMPACT_SCAN chunks (each
  * a few cursor steps), a move operation for at most COMPACT_BATCH chunk
  * re-maps; between them the lock is released, so a foreground request
@@ -142,21 +146,126 @@ static int footprint(struct csdfs_txn *txn, uint64_t pa, uint32_t plen,
 	return rc == -ENOENT ? 0 : rc;
 }
 
-/* Should the chunk stored at [pa, pa + plen) move? (vol->lock held) */
+/* Should the chunk stored at [pa, pa + plen) move? *@yes; *@later: not now,
+ * but maybe once the head has left its block (vol->lock held). */
 static int worth_moving(struct csdfs_vol *vol, struct csdfs_txn *txn,
-			uint64_t pa, uint32_t plen, bool *yes)
+			uint64_t pa, uint32_t plen, bool *yes, bool *later)
 {
 	const struct csdfs_alloc *a = &vol->alloc;
 	uint64_t live, span;
 	int rc;
 
-	*yes = false;
-	if (a->head_end && pa < a->head_end && pa + plen > a->head / BS * BS)
+	*yes = *later = false;
+	if (a->head_end && pa < a->head_end && pa + plen > a->head / BS * BS) {
+		*later = true;
 		return 0;
+	}
 	rc = footprint(txn, pa, plen, &live, &span);
 	if (!rc)
 		*yes = live < span && (span - live) * 100 >= span * COMPACT_DEAD_PCT;
 	return rc;
+}
+
+/*
+ * Where a volume scan goes (compact_hint.c): region by region in pa order,
+ * visiting only hinted regions unless @sweep. Entering a region clears its
+ * hint; a chunk found worth moving (or to look at later) sets it again, so
+ * does a kill meanwhile, and so does a pass that stops inside it.
+ */
+#define REGION_BYTES ((uint64_t)CSDFS_HINT_REGION_BLOCKS * BS)
+#define NO_REGION UINT64_MAX
+#define CLEAR_MAX 65536u        /* hints cleared per scan step, at most */
+
+struct vscan {
+	bool sweep;                /* every region, not only hinted ones */
+	uint64_t region;           /* being scanned; NO_REGION before the first */
+	uint64_t lo;               /* hinted regions below the next visited
+				    * one, from here, hold no chunk's start */
+};
+
+static void vscan_init(struct vscan *vs, bool sweep, uint64_t from)
+{
+	vs->sweep = sweep;
+	vs->region = NO_REGION;
+	vs->lo = (from + REGION_BYTES - 1) / REGION_BYTES;
+}
+
+/* Clear the hints of regions in [vs->lo, @below): none holds a chunk's
+ * start. @return false if CLEAR_MAX were cleared first (vol->lock held). */
+static bool clear_below(struct csdfs_vol *vol, struct vscan *vs, uint64_t below,
+			unsigned *cleared)
+{
+	uint64_t r;
+
+	while (csdfs_chint_next(&vol->chint, vs->lo, &r) && r < below) {
+		if (++*cleared > CLEAR_MAX)
+			return false;
+		csdfs_chint_clear(&vol->chint, r);
+		vs->lo = r + 1;
+	}
+	if (vs->lo < below)
+		vs->lo = below;
+	return true;
+}
+
+/*
+ * The next chunk starts at @pa, in a region the scan is not in yet: enter
+ * that region (0), or go on from *@to first (1: a later hinted region, or
+ * the same place after CLEAR_MAX clears), or stop (-ENOENT: no hinted
+ * region left). (vol->lock held)
+ */
+static int vscan_enter(struct csdfs_vol *vol, struct vscan *vs, uint64_t pa,
+		       uint64_t *to, unsigned *cleared)
+{
+	uint64_t r = pa / REGION_BYTES, next;
+
+	if (!clear_below(vol, vs, r, cleared)) {
+		*to = pa;
+		return 1;
+	}
+	if (vs->sweep || csdfs_chint_test(&vol->chint, r)) {
+		vs->region = r;
+		vs->lo = r + 1;
+		csdfs_chint_clear(&vol->chint, r);
+		return 0;
+	}
+	if (!csdfs_chint_next(&vol->chint, r + 1, &next))
+		return -ENOENT;
+	vs->lo = next;
+	*to = next * REGION_BYTES;
+	return 1;
+}
+
+/* The candidate a cursor entry describes: of file @ino's chunks map, or
+ * (@ino 0) of the reverse map. -ENOENT past the file's chunks. */
+static int entry_decode(uint64_t ino, const struct csdfs_val *k,
+			const struct csdfs_val *v, struct cand *c)
+{
+	if (ino) {
+		struct csdfs_chunk_disk d;
+		int rc;
+
+		if (k->len != 16 || csdfs_be64_get(k->data) != ino)
+			return -ENOENT;
+		rc = csdfs_rec_chunk_decode(v, &d);
+		if (rc)
+			return rc;
+		c->ino = ino;
+		c->idx = csdfs_be64_get((const uint8_t *)k->data + 8);
+		c->pa = d.pa;
+		c->plen = d.plen;
+	} else {
+		struct csdfs_phys_disk p = { 0 };
+		int rc = k->len == 8 ? csdfs_rec_phys_decode(v, &p) : -EUCLEAN;
+
+		if (rc)
+			return rc;
+		c->ino = p.ino;
+		c->idx = p.chunk;
+		c->pa = csdfs_be64_get(k->data);
+		c->plen = p.plen;
+	}
+	return 0;
 }
 
 /*
@@ -166,7 +275,7 @@ static int worth_moving(struct csdfs_vol *vol, struct csdfs_txn *txn,
  * starts. @return 1 at the end of the map, 0, or -errno.
  */
 static int scan_step(struct csdfs_vol *vol, uint64_t ino, uint64_t *from,
-		     struct cand *out, size_t max, size_t *n,
+		     struct vscan *vs, struct cand *out, size_t max, size_t *n,
 		     struct csdfs_compact_stats *st)
 {
 	enum csdfs_db db = ino ? CSDFS_DB_CHUNKS : CSDFS_DB_PHYS;
@@ -174,7 +283,7 @@ static int scan_step(struct csdfs_vol *vol, uint64_t ino, uint64_t *from,
 	struct csdfs_val k, v;
 	struct csdfs_op op;
 	uint8_t key[16];
-	unsigned seen = 0;
+	unsigned seen = 0, cleared = 0;
 	int rc;
 
 	*n = 0;
@@ -188,41 +297,32 @@ static int scan_step(struct csdfs_vol *vol, uint64_t ino, uint64_t *from,
 		csdfs_chunk_key(key, ino, *from);
 	else
 		csdfs_be64_put(key, *from);
-	for (rc = csdfs_cursor_seek(cur, key, ino ? 16 : 8, &k, &v);
-	     !rc && seen < COMPACT_SCAN && *n < max;
-	     rc = csdfs_cursor_next(cur, &k, &v), seen++) {
+	rc = csdfs_cursor_seek(cur, key, ino ? 16 : 8, &k, &v);
+	while (!rc && seen < COMPACT_SCAN && *n < max) {
 		struct cand c;
-		bool yes;
+		bool yes, later;
+		uint64_t to;
 
-		if (ino) {
-			struct csdfs_chunk_disk d;
-
-			if (k.len != 16 || csdfs_be64_get(k.data) != ino) {
-				rc = -ENOENT;
-				break;
+		rc = entry_decode(ino, &k, &v, &c);
+		if (rc)
+			break;
+		if (!ino && c.pa / REGION_BYTES != vs->region) {
+			rc = vscan_enter(vol, vs, c.pa, &to, &cleared);
+			if (rc == 1) {
+				*from = to;
+				if (to == c.pa) {   /* CLEAR_MAX reached */
+					rc = 0;
+					break;
+				}
+				csdfs_be64_put(key, to);
+				rc = csdfs_cursor_seek(cur, key, 8, &k, &v);
+				continue;
 			}
-			rc = csdfs_rec_chunk_decode(&v, &d);
 			if (rc)
 				break;
-			c.ino = ino;
-			c.idx = csdfs_be64_get((const uint8_t *)k.data + 8);
-			c.pa = d.pa;
-			c.plen = d.plen;
-			*from = c.idx + 1;
-		} else {
-			struct csdfs_phys_disk p = { 0 };
-
-			rc = k.len == 8 ? csdfs_rec_phys_decode(&v, &p) : -EUCLEAN;
-			if (rc)
-				break;
-			c.ino = p.ino;
-			c.idx = p.chunk;
-			c.pa = csdfs_be64_get(k.data);
-			c.plen = p.plen;
-			*from = c.pa + 1;
 		}
-		if (!rc)
-			rc = worth_moving(vol, op.txn, c.pa, c.plen, &yes);
+		*from = ino ? c.idx + 1 : c.pa + 1;
+		rc = worth_moving(vol, op.txn, c.pa, c.plen, &yes, &later);
 		if (rc)
 			break;
 		st->scanned++;
@@ -230,9 +330,19 @@ static int scan_step(struct csdfs_vol *vol, uint64_t ino, uint64_t *from,
 			out[(*n)++] = c;
 			st->candidates++;
 		}
+		if (!ino && (yes || later))
+			csdfs_chint_set(&vol->chint, vs->region);
+		rc = csdfs_cursor_next(cur, &k, &v);
+		seen++;
 	}
 	csdfs_cursor_close(cur);
 	if (rc == -ENOENT) {
+		/* The end of the map: no chunk starts in any region after. */
+		if (!ino && !clear_below(vol, vs, vol->chint.nregions, &cleared)) {
+			*from = vs->lo * REGION_BYTES;
+			csdfs_op_end(&op, 0);
+			return 0;
+		}
 		csdfs_op_end(&op, 0);
 		return 1;
 	}
@@ -417,8 +527,9 @@ int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
 	enum { MAXC = 256 };
 	struct cand *c = malloc(MAXC * sizeof(*c));
 	uint64_t from = 0, start;
+	struct vscan vs;
 	bool wrapped = false;
-	int rc = 0;
+	int rc = 0, end = 0;
 
 	memset(st, 0, sizeof(*st));
 	if (!c)
@@ -429,16 +540,17 @@ int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
 		pthread_mutex_unlock(&vol->lock);
 	}
 	start = from;
+	/* The pass asked for on the volume sweeps every region. */
+	vscan_init(&vs, to_goal, from);
 	while (st->bytes < budget && !rc) {
 		/* Candidates for about what is left of the budget (chunks are
 		 * mostly small where blocks are mostly dead). */
 		uint64_t want = (budget - st->bytes) / 4096 + 1;
 		size_t n;
-		int end;
 
 		if (to_goal && ((rc = goal_met(vol, ino, &st->goal)) || st->goal))
 			break;
-		end = scan_step(vol, ino, &from, c, want < MAXC ? want : MAXC, &n, st);
+		end = scan_step(vol, ino, &from, &vs, c, want < MAXC ? want : MAXC, &n, st);
 		if (end < 0) {
 			rc = end;
 			break;
@@ -451,6 +563,8 @@ int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
 				break;
 			from = 0;    /* the volume's map again from its start */
 			wrapped = true;
+			vscan_init(&vs, to_goal, 0);
+			end = 0;
 		}
 		if (wrapped && from >= start)
 			break;
@@ -458,6 +572,9 @@ int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
 	st->wrapped = !ino && (st->goal || ((wrapped || !start) && !rc && st->bytes < budget));
 	if (!ino) {
 		pthread_mutex_lock(&vol->lock);
+		/* A region left part way keeps its hint for the next pass. */
+		if (end != 1 && vs.region != NO_REGION)
+			csdfs_chint_set(&vol->chint, vs.region);
 		vol->compact_next = st->wrapped ? 0 : from;
 		if (st->moved)
 			vol->compact_idle_dead = 0;
@@ -475,7 +592,7 @@ static bool worth_pass_locked(const struct csdfs_vol *vol, uint64_t grow)
 {
 	uint64_t dead = dead_locked(vol);
 
-	return !vol->failed && !vol->read_only &&
+	return !vol->failed && !vol->read_only && vol->chint.nset &&
 	       (!vol->compact_idle_dead || dead >= vol->compact_idle_dead + grow);
 }
 
@@ -576,6 +693,7 @@ int csdfs_compact_left(struct csdfs_vol *vol, uint64_t ino, uint64_t *left)
 	enum { MAXC = 256 };
 	struct csdfs_compact_stats st = { 0 };
 	struct cand *c;
+	struct vscan vs;
 	uint64_t from = 0;
 	bool enough = false;
 	int rc, end = 0;
@@ -589,10 +707,13 @@ int csdfs_compact_left(struct csdfs_vol *vol, uint64_t ino, uint64_t *left)
 	c = malloc(MAXC * sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	/* On the volume, only where hints say dead bytes appeared since the
+	 * last look: what this costs follows what was written since. */
+	vscan_init(&vs, false, 0);
 	while (!end) {
 		size_t n;
 
-		end = scan_step(vol, ino == CSDFS_ROOT_INO ? 0 : ino, &from, c, MAXC, &n, &st);
+		end = scan_step(vol, ino == CSDFS_ROOT_INO ? 0 : ino, &from, &vs, c, MAXC, &n, &st);
 		if (end < 0) {
 			rc = end;
 			break;

@@ -213,6 +213,8 @@ static int chunk_kill(struct csdfs_op *op, uint64_t ino,
 	if (be != bs && (old->flags & CSDFS_CHUNK_CHARGE_LAST))
 		charged++;
 	irec->phys_blocks -= charged;
+	/* Its blocks that stay in use now hold dead bytes. */
+	csdfs_chint_mark_range(&op->vol->chint, old->pa, old->plen);
 	rc = account(op, ino, irec, old, -1);
 	if (rc)
 		return rc;

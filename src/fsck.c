@@ -36,6 +36,7 @@ struct fsck {
 	size_t ntargets, captargets;
 	struct csdfs_counters_disk sum;
 	unsigned errors, fixable_leaks, fixable_orphans, counters_bad;
+	unsigned hints_bad;        /* compaction hint pages malformed (fixable) */
 	unsigned bad_chunks;       /* --verify-data: chunks that do not verify */
 	struct node *nodes;        /* every inode, ascending ino */
 	size_t nnodes, capnodes;
@@ -577,6 +578,24 @@ static void check_journal(struct fsck *f)
 	}
 }
 
+/* The compaction hints only say where to look for dead bytes, but a
+ * malformed page makes every mount scan the whole volume again. */
+static void check_hints(struct fsck *f)
+{
+	struct csdfs_chint h;
+	int rc = csdfs_chint_init(&h, f->total);
+
+	if (!rc)
+		rc = csdfs_chint_load(&h, f->txn);
+	if (rc == -EUCLEAN) {
+		PROBLEM(f, "compaction hints are malformed (no data depends on them; repair rewrites them)");
+		f->hints_bad = 1;
+	} else if (rc) {
+		PROBLEM(f, "cannot read the compaction hints: %s", strerror(-rc));
+	}
+	csdfs_chint_release(&h);
+}
+
 static void check_blocks(struct fsck *f)
 {
 	for (uint64_t b = CSDFS_FIRST_DATA_BLOCK; b < f->total; b++) {
@@ -673,6 +692,9 @@ static int repair(struct fsck *f)
 		c.used_blocks = f->sum.used_blocks;
 		rc = csdfs_rec_counters_put(txn, CSDFS_DB_META, "counters", 8, &c, 0);
 	}
+	/* Malformed: the open set every region; store them so. */
+	if (!rc && f->hints_bad)
+		rc = csdfs_chint_store(&f->vol->chint, txn, true);
 	if (!rc)
 		rc = csdfs_meta_commit(txn);
 	else
@@ -730,6 +752,7 @@ int csdfs_fsck(const char *path, const struct csdfs_fsck_opts *opts)
 		goto out;
 	report_bad_chunks(&f);
 	check_journal(&f);
+	check_hints(&f);
 	check_blocks(&f);
 	check_counters(&f);
 	if (opts->verbose)
@@ -742,7 +765,8 @@ out:
 		result = FSCK_OPERROR;
 	} else if (!f.errors) {
 		result = FSCK_OK;
-	} else if (opts->repair && f.errors == f.fixable_leaks + f.fixable_orphans + f.counters_bad) {
+	} else if (opts->repair && f.errors == f.fixable_leaks + f.fixable_orphans + f.counters_bad +
+		   f.hints_bad) {
 		rc = repair(&f);
 		if (rc) {
 			csdfs_log(LOG_ERR, "repair failed: %s", strerror(-rc));
@@ -754,7 +778,7 @@ out:
 		}
 	} else {
 		if (opts->repair)
-			csdfs_log(LOG_ERR, "not repairing: some problems cannot be fixed without risking data (only leaked blocks, orphans and counters are repaired)");
+			csdfs_log(LOG_ERR, "not repairing: some problems cannot be fixed without risking data (only leaked blocks, orphans, counters and compaction hints are repaired)");
 		result = FSCK_ERRORS;
 	}
 	free(f.charge);

@@ -97,6 +97,15 @@ static int init_meta(const char *metadir, const struct csdfs_super *sb)
 		rc = csdfs_rec_counters_put(txn, CSDFS_DB_META, "counters", 8, &ctr, 0);
 	if (!rc)
 		rc = csdfs_irec_store(txn, CSDFS_ROOT_INO, &root);
+	if (!rc) {
+		/* No dead bytes anywhere yet: every compaction hint clear. */
+		struct csdfs_chint h;
+
+		rc = csdfs_chint_init(&h, sb->total_blocks);
+		if (!rc)
+			rc = csdfs_chint_store(&h, txn, true);
+		csdfs_chint_release(&h);
+	}
 	v = sb->total_blocks - first;
 	csdfs_be64_put(key, first);
 	if (!rc)

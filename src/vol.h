@@ -27,6 +27,17 @@
  * from overflow and matches what ext4 allows (16 TiB). */
 #define CSDFS_MAX_FILE_SIZE (16ull << 40)
 
+/* Compaction hints (compact_hint.c): one bit per region of this many
+ * blocks (1 MiB), set where dead bytes may have appeared. */
+#define CSDFS_HINT_REGION_BLOCKS 256u
+struct csdfs_chint {
+	uint64_t *bits;            /* region r: bit r % 64 of word r / 64 */
+	uint64_t *sum;             /* bit w: word w of bits is non-zero */
+	uint64_t *top;             /* bit s: word s of sum is non-zero */
+	uint64_t *dirty;           /* stored pages changed since the last store */
+	uint64_t nregions, nset, ndirty;
+};
+
 /* Decoded superblock. */
 struct csdfs_super {
 	uint8_t uuid[16];
@@ -122,6 +133,7 @@ struct csdfs_vol {
 	uint64_t compact_next;     /* lock: pa where the volume scan resumes */
 	uint64_t compact_idle_dead;/* lock: dead bytes when a whole scan last
 				    * found nothing to move (0: none yet) */
+	struct csdfs_chint chint;  /* lock: regions compaction should look at */
 };
 
 struct csdfs_mixdelta {
@@ -358,6 +370,23 @@ int csdfs_compact_lowspace(struct csdfs_vol *vol);
 int csdfs_compact_xattr(struct csdfs_vol *vol, uint64_t ino, const char *value,
 			size_t size);
 int csdfs_compact_left(struct csdfs_vol *vol, uint64_t ino, uint64_t *left);
+
+/* compact_hint.c (vol->lock held for all but init/release/load). */
+int csdfs_chint_init(struct csdfs_chint *h, uint64_t total_blocks);
+void csdfs_chint_release(struct csdfs_chint *h);
+/* Read the stored hints (none stored: every region set). -EUCLEAN: a
+ * page is damaged; every region is set then, to be stored anew. */
+int csdfs_chint_load(struct csdfs_chint *h, struct csdfs_txn *txn);
+/* Put the pages changed since the last store (@all: every page) into @txn. */
+int csdfs_chint_store(struct csdfs_chint *h, struct csdfs_txn *txn, bool all);
+void csdfs_chint_mark_block(struct csdfs_chint *h, uint64_t block);
+/* The regions of the first and last block of [pa, pa + len). */
+void csdfs_chint_mark_range(struct csdfs_chint *h, uint64_t pa, uint64_t len);
+void csdfs_chint_set(struct csdfs_chint *h, uint64_t region);
+void csdfs_chint_clear(struct csdfs_chint *h, uint64_t region);
+bool csdfs_chint_test(const struct csdfs_chint *h, uint64_t region);
+/* The first set region >= @from, if any. */
+bool csdfs_chint_next(const struct csdfs_chint *h, uint64_t from, uint64_t *region);
 
 /* container.c: superblock. */
 int csdfs_super_write(struct csdfs_io *io, const struct csdfs_super *sb);

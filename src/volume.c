@@ -23,6 +23,14 @@
 
 /* ---- open / close -------------------------------------------------------- */
 
+/* The allocation head left a block partly filled: its padding is dead. */
+static void leave_cb(void *ctx, uint64_t block)
+{
+	struct csdfs_vol *vol = ctx;
+
+	csdfs_chint_mark_block(&vol->chint, block);
+}
+
 static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 {
 	struct csdfs_inode_disk root;
@@ -51,6 +59,16 @@ static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 			      vol->sb.total_blocks);
 	if (rc)
 		ERR(rc, "out of memory for the allocator");
+	rc = csdfs_chint_init(&vol->chint, vol->sb.total_blocks);
+	if (rc)
+		ERR(rc, "out of memory for the compaction hints");
+	rc = csdfs_chint_load(&vol->chint, vol->group);
+	if (rc == -EUCLEAN)   /* only where to look for dead bytes: no data */
+		csdfs_log(LOG_WARNING, "compaction hints are damaged: compaction looks at every region again");
+	else if (rc)
+		ERR(rc, "cannot read the compaction hints: %s", strerror(-rc));
+	vol->alloc.on_leave = leave_cb;
+	vol->alloc.leave_ctx = vol;
 	/* statfs counts only runs a whole raw chunk fits in. */
 	csdfs_alloc_set_minrun(&vol->alloc, (vol->sb.chunk_size + CSDFS_BLOCK_SIZE - 1) /
 					    CSDFS_BLOCK_SIZE);
@@ -97,6 +115,7 @@ static void vol_free(struct csdfs_vol *vol)
 	csdfs_meta_close(vol->meta);
 	csdfs_io_close(&vol->io);
 	csdfs_alloc_release(&vol->alloc);
+	csdfs_chint_release(&vol->chint);
 	csdfs_itable_release(&vol->itable);
 	csdfs_cache_free(vol->cache);
 	csdfs_pool_free(vol->pool);

@@ -509,6 +509,38 @@ static void measure_requests(struct world *w, unsigned scale)
 	}
 	sample_report(w->mode, w->n, "write16k_sync", &s);
 
+	/* Compaction's status read and its low-space pass look only where the
+	 * writes since their last look left dead bytes (compact_hint.c): the
+	 * first call after the writes above scans those regions, the next
+	 * ones find nothing hinted. */
+	for (unsigned i = 0; i < 2; i++) {
+		char val[32];
+
+		for (unsigned j = 0; j < (i ? 100 : 1); j++) {
+			double t0 = now_s();
+
+			rc = csdfs_fs_getxattr(vol, CSDFS_ROOT_INO, "user.csdfs.compact", val,
+					       sizeof(val));
+			sample_add(&s, now_s() - t0);
+			if (rc < 0)
+				die("getxattr user.csdfs.compact", rc);
+		}
+		sample_report(w->mode, w->n, i ? "compact_status_again" : "compact_status_first", &s);
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		for (unsigned j = 0; j < (i ? 100 : 1); j++) {
+			struct csdfs_compact_stats cs;
+			double t0 = now_s();
+
+			/* As the low-space path's pass, but never into the reserve. */
+			rc = csdfs_compact_pass(vol, 0, 256u << 10, false, false, &cs);
+			sample_add(&s, now_s() - t0);
+			if (rc)
+				die("compaction pass", rc);
+		}
+		sample_report(w->mode, w->n, i ? "compact_pass_again" : "compact_pass_first", &s);
+	}
+
 	for (unsigned i = 0; i < 20000 / scale; i++) {
 		double t0 = now_s();
 
@@ -594,6 +626,47 @@ static void measure_requests(struct world *w, unsigned scale)
 	if (csdfs_vol_close(vol))
 		die("close", -EIO);
 	free(buf);
+}
+
+/*
+ * A compaction pass's search for work on SIZE worth of hints: one hinted
+ * region, the last (the farthest a search for the next one can go), set
+ * before each pass; the pass finds it, seeks there, finds no chunk and
+ * clears it. Swapped in under the lock like the allocator below.
+ */
+static void measure_compact_hints(struct csdfs_vol *vol, uint64_t total)
+{
+	struct csdfs_chint big, saved;
+	struct samples s = { 0 };
+	int rc = csdfs_chint_init(&big, total);
+
+	if (rc)
+		die("compaction hints", rc);
+	pthread_mutex_lock(&vol->lock);
+	saved = vol->chint;
+	vol->chint = big;
+	pthread_mutex_unlock(&vol->lock);
+	phase_start();
+	for (unsigned i = 0; i < 20000; i++) {
+		struct csdfs_compact_stats cs;
+		double t0;
+
+		pthread_mutex_lock(&vol->lock);
+		csdfs_chint_set(&vol->chint, vol->chint.nregions - 1);
+		vol->compact_next = 0;
+		pthread_mutex_unlock(&vol->lock);
+		t0 = now_s();
+		rc = csdfs_compact_pass(vol, 0, 256u << 10, false, false, &cs);
+		sample_add(&s, now_s() - t0);
+		if (rc || vol->chint.nset)
+			die("compaction pass on the hints", rc ? rc : -EUCLEAN);
+	}
+	sample_report("statfs", total * CSDFS_BLOCK_SIZE >> 30, "compact_pass_far_hint", &s);
+	pthread_mutex_lock(&vol->lock);
+	big = vol->chint;
+	vol->chint = saved;
+	pthread_mutex_unlock(&vol->lock);
+	csdfs_chint_release(&big);
 }
 
 /* ---- statfs on a large allocator ------------------------------------------ */
@@ -711,6 +784,7 @@ static void measure_statfs(uint64_t size, const char *path)
 			      "alloc_place8k_enospc", &s);
 	}
 	csdfs_alloc_release(&big);
+	measure_compact_hints(vol, total);
 	if (csdfs_vol_close(vol))
 		die("close", -EIO);
 }

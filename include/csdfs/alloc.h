@@ -48,6 +48,10 @@ struct csdfs_alloc {
 	struct csdfs_range *quar;
 	size_t nquar, capquar;
 	struct csdfs_range inflight[CSDFS_ALLOC_INFLIGHT_MAX]; /* bytes; count 0 = unused */
+	/* Called when the head leaves @block partly filled (the rest of it
+	 * stays padding, dead bytes compaction may win back); may be NULL. */
+	void (*on_leave)(void *ctx, uint64_t block);
+	void *leave_ctx;
 };
 
 /* @return 0 or -ENOMEM. All blocks start unavailable. */

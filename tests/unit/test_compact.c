@@ -6,7 +6,9 @@
  * large-write figure, keep every byte, leave fsck clean and count what it
  * moved; a chunk rewritten while compaction runs must keep its new
  * content; and every Nth I/O call failing during a pass must leave the
- * volume consistent with the data intact.
+ * volume consistent with the data intact. The compaction hints
+ * (src/compact_hint.c) find set regions as a plain array would, and bound
+ * what a volume pass scans to the regions where dead bytes appeared.
  */
 #include <check.h>
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include "csdfs/io.h"
 #include "csdfs/log.h"
 #include "fixture.h"
+#include "vol.h"   /* vol->chint: the compaction hints */
 
 #define ROOT CSDFS_ROOT_INO
 #define PIECE 4096u
@@ -437,6 +440,199 @@ START_TEST(test_compact_faults)
 }
 END_TEST
 
+/* The hints against a plain array: random sets and clears on a 4 TiB
+ * volume's regions, then the next set region from random places. */
+START_TEST(test_hint_bits)
+{
+	const uint64_t total = 1ull << 30;    /* 4 TiB of 4 KiB blocks */
+	const uint64_t edges[] = { 0, 63, 64, 4095, 4096, 262143, 262144 };
+	struct csdfs_chint h;
+	uint64_t r, n = 0, rng = 7;
+	bool *ref;
+
+	ck_assert_int_eq(csdfs_chint_init(&h, total), 0);
+	ref = calloc(h.nregions, 1);
+	ck_assert_ptr_nonnull(ref);
+	ck_assert(!csdfs_chint_next(&h, 0, &r));
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		csdfs_chint_set(&h, edges[i]);
+	csdfs_chint_set(&h, h.nregions - 1);
+	for (uint64_t from = 0; csdfs_chint_next(&h, from, &r); from = r + 1)
+		ck_assert_uint_eq(r, n < 7 ? edges[n++] : (n++, h.nregions - 1));
+	ck_assert_uint_eq(n, 8);
+	ck_assert_uint_eq(h.nset, 8);
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		csdfs_chint_clear(&h, edges[i]);
+	csdfs_chint_clear(&h, h.nregions - 1);
+	ck_assert_uint_eq(h.nset, 0);
+	ck_assert(!csdfs_chint_next(&h, 0, &r));
+
+	/* A region's first block also hints the region before (a chunk
+	 * starting there may reach into it); any other block only its own. */
+	csdfs_chint_mark_block(&h, 5 * CSDFS_HINT_REGION_BLOCKS);
+	ck_assert(csdfs_chint_test(&h, 4) && csdfs_chint_test(&h, 5));
+	csdfs_chint_mark_block(&h, 9 * CSDFS_HINT_REGION_BLOCKS + 1);
+	ck_assert(!csdfs_chint_test(&h, 8) && csdfs_chint_test(&h, 9));
+	csdfs_chint_mark_range(&h, (20ull * CSDFS_HINT_REGION_BLOCKS - 1) * CSDFS_BLOCK_SIZE + 100,
+			       8192);
+	ck_assert(csdfs_chint_test(&h, 19) && csdfs_chint_test(&h, 20));
+	ck_assert_uint_eq(h.nset, 5);
+	for (uint64_t x = 0; x < 25; x++)
+		csdfs_chint_clear(&h, x);
+
+	for (unsigned i = 0; i < 200000; i++) {
+		uint64_t x;
+
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		/* Clustered, so words and summary words fill and empty too. */
+		x = (rng >> 8) % (i & 1 ? h.nregions : 70000);
+		if (rng & 1) {
+			csdfs_chint_set(&h, x);
+			ref[x] = true;
+		} else {
+			csdfs_chint_clear(&h, x);
+			ref[x] = false;
+		}
+		if (i % 200 == 0) {
+			uint64_t from = (rng >> 20) % h.nregions, want = from, got;
+			bool found;
+
+			while (want < h.nregions && !ref[want])
+				want++;
+			found = csdfs_chint_next(&h, from, &got);
+			ck_assert_int_eq(found, want < h.nregions);
+			if (found)
+				ck_assert_uint_eq(got, want);
+		}
+	}
+	n = 0;
+	for (uint64_t x = 0; x < h.nregions; x++)
+		n += ref[x];
+	ck_assert_uint_eq(h.nset, n);
+	free(ref);
+	csdfs_chint_release(&h);
+}
+END_TEST
+
+/* One volume pass, as the background one (up to 64 MiB). */
+static struct csdfs_compact_stats pass_now(struct csdfs_vol *vol)
+{
+	struct csdfs_compact_stats st;
+
+	ck_assert_int_eq(csdfs_compact_pass(vol, 0, 64u << 20, false, false, &st), 0);
+	return st;
+}
+
+/* The hints through a volume's life: clear on a new volume, set by chunk
+ * versions dying, cleared by the scans that find nothing, kept across a
+ * close, and every region set on a volume that has none stored. */
+START_TEST(test_hint_volume)
+{
+	const size_t len = 2u << 20;
+	const struct csdfs_mount_opts mo = { .no_commit_thread = true, .compact_dead = -1 };
+	char path[1100], *ref = malloc(len);
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "hints", &mo);
+	uint64_t ino = mkfile(vol, "log"), chunks, nset, *saved, pass_scanned;
+	struct csdfs_compact_stats st;
+	uint8_t key[9] = { 'c', 'h', 'i', 'n', 't', 0, 0, 0, 0 };
+	unsigned rounds = 0;
+
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_uint_eq(vol->chint.nset, 0);
+	/* Whole chunks in one go: nothing dies, nothing is hinted but where
+	 * the head left padding. */
+	fill_half(ref, len, 3);
+	ck_assert_int_eq(csdfs_fs_write(vol, ino, ref, len, 0, 0), (ssize_t)len);
+	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+	ck_assert_uint_le(vol->chint.nset, 1);
+	chunks = xnum(vol, ino, "extents");
+	ck_assert_uint_gt(chunks, 100);
+	/* A pass now scans at most the head's region. */
+	st = pass_now(vol);
+	ck_assert_uint_lt(st.scanned, chunks / 2);
+	/* Rewritten in 4 KiB pieces: dead versions everywhere. */
+	fill_half(ref, len, 4);
+	write_pieces(vol, ino, ref, len);
+	ck_assert_uint_ge(vol->chint.nset, 2);
+	/* Passes until one moves nothing: then only the head's region stays. */
+	do {
+		st = pass_now(vol);
+		ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+		ck_assert_uint_lt(++rounds, 20);
+	} while (st.moved);
+	ck_assert_uint_le(vol->chint.nset, 1);
+	st = pass_now(vol);
+	pass_scanned = st.scanned;
+	ck_assert_uint_lt(st.scanned, chunks / 2);
+	/* The counter-check: every region hinted, the same pass scans every
+	 * chunk, so it is the hints that kept the scans short. */
+	pthread_mutex_lock(&vol->lock);
+	for (uint64_t r = 0; r < vol->chint.nregions; r++)
+		csdfs_chint_set(&vol->chint, r);
+	vol->compact_next = 0;
+	vol->compact_idle_dead = 0;
+	pthread_mutex_unlock(&vol->lock);
+	st = pass_now(vol);
+	fprintf(stderr, "test_compact: %llu chunks; %u passes to compact; a pass then "
+		"scans %llu of them, %llu with every region hinted\n",
+		(unsigned long long)chunks, rounds, (unsigned long long)pass_scanned,
+		(unsigned long long)st.scanned);
+	ck_assert_uint_ge(st.scanned, chunks);
+	check_content(vol, ino, ref, len);
+
+	/* Kept across a close, bit for bit. */
+	csdfs_fs_write(vol, ino, ref, PIECE, 0, 0);
+	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+	nset = vol->chint.nset;
+	ck_assert_uint_gt(nset, 0);
+	saved = malloc((vol->chint.nregions + 63) / 64 * 8);
+	ck_assert_ptr_nonnull(saved);
+	memcpy(saved, vol->chint.bits, (vol->chint.nregions + 63) / 64 * 8);
+	ck_assert_int_eq(csdfs_vol_close(vol), 0);
+	vol = fixture_vol_open(path, &mo);
+	ck_assert_uint_eq(vol->chint.nset, nset);
+	ck_assert_int_eq(memcmp(saved, vol->chint.bits, (vol->chint.nregions + 63) / 64 * 8), 0);
+
+	/* A volume made before the hints (none stored): every region set. */
+	pthread_mutex_lock(&vol->lock);
+	ck_assert_int_eq(csdfs_meta_del(vol->group, CSDFS_DB_META, key, sizeof(key)), 0);
+	memset(vol->chint.dirty, 0, 8);
+	vol->chint.ndirty = 0;
+	vol->dirty = true;
+	pthread_mutex_unlock(&vol->lock);
+	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+	ck_assert_int_eq(csdfs_vol_close(vol), 0);
+	vol = fixture_vol_open(path, &mo);
+	ck_assert_uint_eq(vol->chint.nset, vol->chint.nregions);
+	check_content(vol, ino, ref, len);
+
+	/* A malformed page: the mount goes on (every region set), fsck
+	 * reports it and repair rewrites it. */
+	pthread_mutex_lock(&vol->lock);
+	ck_assert_int_eq(csdfs_meta_put(vol->group, CSDFS_DB_META, key, sizeof(key), "xyz", 3, 0), 0);
+	vol->dirty = true;
+	pthread_mutex_unlock(&vol->lock);
+	ck_assert_int_eq(csdfs_vol_sync(vol), 0);
+	ck_assert_int_eq(csdfs_vol_close(vol), 0);
+	{
+		struct csdfs_fsck_opts check = { 0 }, fix = { .repair = true };
+
+		ck_assert_int_eq(csdfs_fsck(path, &check), 4);   /* uncorrected */
+		ck_assert_int_eq(csdfs_fsck(path, &fix), 1);     /* corrected */
+	}
+	vol = fixture_vol_open(path, &mo);
+	ck_assert_uint_eq(vol->chint.nset, vol->chint.nregions);
+	check_content(vol, ino, ref, len);
+	ck_assert_int_eq(csdfs_vol_close(vol), 0);
+	fsck_clean(path);
+	fixture_rm(path);
+	free(saved);
+	free(ref);
+}
+END_TEST
+
 static void add_case(Suite *s, const char *name, const TTest *test)
 {
 	TCase *tc = tcase_create(name);
@@ -456,6 +652,8 @@ static Suite *compact_suite(void)
 	add_case(s, "rewrite", test_compact_rewrite_during_move);
 	add_case(s, "lowspace", test_compact_lowspace);
 	add_case(s, "faults", test_compact_faults);
+	add_case(s, "hint_bits", test_hint_bits);
+	add_case(s, "hint_volume", test_hint_volume);
 	return s;
 }
 
