@@ -37,7 +37,9 @@
  * (compact_hint.c) mark, except the pass asked for on the whole volume,
  * which sweeps them all; a file's pass goes over the file's chunks.
  *
- * Bounds: a scan step holds vol->lock for at most COMPACT_SCAN chunks (each
+ * Bounds: a background or low-space pass looks at COMPACT_SCAN_ROUND
+ * chunks at most (about 0.2 s at worst here), the next one going on from
+ * there; a scan step holds vol->lock for at most COMPACT_SCAN chunks (each
  * a few cursor steps), a move operation for at most COMPACT_BATCH chunk
  * re-maps; between them the lock is released, so a foreground request
  * waits behind at most one of them. A move never waits for a writer: the
@@ -61,6 +63,8 @@
 #define COMPACT_LOW_BYTES (256ull << 10)   /* low-space pass */
 #define COMPACT_MIN_DEAD (256ull << 10) /* background: dead bytes to bother */
 #define COMPACT_GOAL_PCT 5u           /* of used blocks' bytes: compact enough */
+#define COMPACT_SCAN_ROUND 65536u     /* chunks a background or low-space
+				       * pass looks at, at most */
 
 struct cand {
 	uint64_t ino;
@@ -166,11 +170,23 @@ static int worth_moving(struct csdfs_vol *vol, struct csdfs_txn *txn,
 	return rc;
 }
 
+/* A chunk was passed over for touching the head's block: hint that block
+ * once the head has left it (vol->lock held). */
+static void later_check(struct csdfs_vol *vol)
+{
+	const struct csdfs_alloc *a = &vol->alloc;
+
+	if (vol->compact_later && (!a->head_end || a->head / BS + 1 != vol->compact_later)) {
+		csdfs_chint_mark_block(&vol->chint, vol->compact_later - 1);
+		vol->compact_later = 0;
+	}
+}
+
 /*
  * Where a volume scan goes (compact_hint.c): region by region in pa order,
  * visiting only hinted regions unless @sweep. Entering a region clears its
- * hint; a chunk found worth moving (or to look at later) sets it again, so
- * does a kill meanwhile, and so does a pass that stops inside it.
+ * hint; a chunk found worth moving sets it again, so does a kill meanwhile,
+ * and so does a pass that stops inside it.
  */
 #define REGION_BYTES ((uint64_t)CSDFS_HINT_REGION_BLOCKS * BS)
 #define NO_REGION UINT64_MAX
@@ -330,8 +346,12 @@ static int scan_step(struct csdfs_vol *vol, uint64_t ino, uint64_t *from,
 			out[(*n)++] = c;
 			st->candidates++;
 		}
-		if (!ino && (yes || later))
+		if (!ino && yes)
 			csdfs_chint_set(&vol->chint, vs->region);
+		/* Not the whole region again for the head's block: that
+		 * block, once the head has left it (later_check). */
+		if (later)
+			vol->compact_later = vol->alloc.head / BS + 1;
 		rc = csdfs_cursor_next(cur, &k, &v);
 		seen++;
 	}
@@ -528,7 +548,7 @@ int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
 	struct cand *c = malloc(MAXC * sizeof(*c));
 	uint64_t from = 0, start;
 	struct vscan vs;
-	bool wrapped = false;
+	bool wrapped = false, whole = false;   /* whole: the map looked at */
 	int rc = 0, end = 0;
 
 	memset(st, 0, sizeof(*st));
@@ -536,6 +556,7 @@ int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
 		return -ENOMEM;
 	if (!ino) {
 		pthread_mutex_lock(&vol->lock);
+		later_check(vol);
 		from = vol->compact_next;
 		pthread_mutex_unlock(&vol->lock);
 	}
@@ -550,6 +571,11 @@ int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
 
 		if (to_goal && ((rc = goal_met(vol, ino, &st->goal)) || st->goal))
 			break;
+		/* Unasked passes look at a bounded number of chunks (the
+		 * next one resumes here): a writer in the low-space path, or
+		 * the commit thread, waits for at most that. */
+		if (!to_goal && st->scanned >= COMPACT_SCAN_ROUND)
+			break;
 		end = scan_step(vol, ino, &from, &vs, c, want < MAXC ? want : MAXC, &n, st);
 		if (end < 0) {
 			rc = end;
@@ -559,17 +585,21 @@ int csdfs_compact_pass(struct csdfs_vol *vol, uint64_t ino, uint64_t budget,
 		if (st->goal)
 			break;
 		if (end) {
-			if (ino || wrapped || !start)
+			if (ino || wrapped || !start) {
+				whole = true;
 				break;
+			}
 			from = 0;    /* the volume's map again from its start */
 			wrapped = true;
 			vscan_init(&vs, to_goal, 0);
 			end = 0;
 		}
-		if (wrapped && from >= start)
+		if (wrapped && from >= start) {
+			whole = true;
 			break;
+		}
 	}
-	st->wrapped = !ino && (st->goal || ((wrapped || !start) && !rc && st->bytes < budget));
+	st->wrapped = !ino && (st->goal || (whole && !rc && st->bytes < budget));
 	if (!ino) {
 		pthread_mutex_lock(&vol->lock);
 		/* A region left part way keeps its hint for the next pass. */
@@ -710,6 +740,9 @@ int csdfs_compact_left(struct csdfs_vol *vol, uint64_t ino, uint64_t *left)
 	/* On the volume, only where hints say dead bytes appeared since the
 	 * last look: what this costs follows what was written since. */
 	vscan_init(&vs, false, 0);
+	pthread_mutex_lock(&vol->lock);
+	later_check(vol);
+	pthread_mutex_unlock(&vol->lock);
 	while (!end) {
 		size_t n;
 

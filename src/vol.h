@@ -134,6 +134,8 @@ struct csdfs_vol {
 	uint64_t compact_idle_dead;/* lock: dead bytes when a whole scan last
 				    * found nothing to move (0: none yet) */
 	struct csdfs_chint chint;  /* lock: regions compaction should look at */
+	uint64_t compact_later;    /* lock: block + 1 a scan passed over while
+				    * the head was in it (0: none) */
 };
 
 struct csdfs_mixdelta {

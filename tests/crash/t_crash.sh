@@ -137,6 +137,15 @@ for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
 	touch "$PLOG/arm"
 	start_workload "$seed" "$sync_every" "$CRASH_FILES" "$CRASH_PAGES" "${shape[@]}" --churn
 	run_for "$ms"
+	# A daemon that kills itself at its event just as the timer ends is
+	# still being torn down here, and its workload then dies of the
+	# aborted requests: give it a moment to be gone.
+	if [ -n "$KILL_AT" ] && pid_alive "$DAEMON_PID" && ! pid_alive "$WL_PID"; then
+		for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+			pid_alive "$DAEMON_PID" || break
+			sleep 0.1
+		done
+	fi
 	if pid_alive "$DAEMON_PID"; then
 		[ -n "$KILL_AT" ] && what+=" (not reached: timer after ${ms} ms)"
 		if ! pid_alive "$WL_PID"; then
