@@ -172,10 +172,10 @@ int csdfs_chint_store(struct csdfs_chint *h, struct csdfs_txn *txn, bool all)
 			continue;
 		if (n > PAGE_REGIONS)
 			n = PAGE_REGIONS;
-		memset(buf, 0, sizeof(buf));
-		for (uint64_t i = 0; i < n; i++)
-			if (h->bits[(first + i) / 64] & (1ull << ((first + i) % 64)))
-				buf[i / 8] |= (uint8_t)(1u << (i % 8));
+		/* A page starts on a word: byte j holds bits 8j..8j+7 of it
+		 * (the bits past nregions are never set). */
+		for (uint64_t j = 0; j < (n + 7) / 8; j++)
+			buf[j] = (uint8_t)(h->bits[first / 64 + j / 8] >> (j % 8 * 8));
 		page_key(key, p);
 		rc = csdfs_meta_put(txn, CSDFS_DB_META, key, KEY_LEN, buf, (n + 7) / 8, 0);
 		if (rc)
