@@ -2,8 +2,15 @@
 # tools/mysql-study run it (private socket, seeds/003 settings), and the CPU
 # counters read around a run. Sourced, not run.
 #
-# The caller sets: die/say, run_bg (peers.sh); my_sock, my_pid, my_pool,
-# my_log, dir, logs, and sb (the sysbench command line, used by my_golden).
+# The caller sets: die/say, run_bg (peers.sh); root (the repository),
+# my_sock, my_pid, my_pool, my_log, dir, logs, and sb (the sysbench command
+# line, used by my_golden).
+#
+# The InnoDB settings come from examples/mysql/my.cnf, the configuration we
+# recommend for a csdfs datadir: every peer runs its [mariadbd] lines
+# (my_cnf_opts), except the two that a cell chooses itself: the doublewrite
+# buffer (the cells name it) and the flush method (flush_of: the
+# recommended one on csdfs, what each peer can run safely elsewhere).
 
 my_stop() { # clean shutdown of our mariadbd (kill after 120 s)
 	local i
@@ -21,12 +28,43 @@ my_stop() { # clean shutdown of our mariadbd (kill after 120 s)
 	my_pid=
 }
 
+my_cnf=${my_cnf:-$root/examples/mysql/my.cnf}
+
+# my_cnf_lines: "key value" for each setting of my.cnf's [mariadbd] section
+my_cnf_lines() {
+	[ -r "$my_cnf" ] || die "cannot read the recommended MariaDB settings '$my_cnf'"
+	awk '/^[[:space:]]*\[/ { on = ($0 ~ /\[(mariadbd|mysqld)\]/); next }
+		on { sub(/#.*/, ""); if (split($0, kv, "=") == 2) {
+			k = kv[1]; v = kv[2]; gsub(/[[:space:]]/, "", k); gsub(/^[[:space:]]+|[[:space:]]+$/, "", v)
+			if (k != "") print k, v } }' "$my_cnf"
+}
+
+# my_cnf_get KEY: its value in my.cnf (empty when it is not set there)
+my_cnf_get() { my_cnf_lines | awk -v k="$1" '$1 == k { v = $2 } END { print v }'; }
+
+# my_cnf_opts: my.cnf's settings as mariadbd options, but for those a cell
+# sets (datadir, doublewrite, flush method)
+my_cnf_opts() {
+	my_cnf_lines | awk '$1 != "datadir" && $1 != "innodb_doublewrite" && $1 != "innodb_flush_method" {
+		print "--" $1 "=" $2 }'
+}
+
+# The flush method of FS's cells. csdfs: the recommended one (my.cnf).
 # InnoDB's O_DIRECT writes fail with EINVAL on passthrough_ll (issue 19.1;
-# docs/bench/README.md): there InnoDB flushes with fsync
-flush_of() { if [ "$1" = passthrough ]; then echo fsync; else echo O_DIRECT; fi; }
+# docs/bench/README.md): there InnoDB flushes with fsync. plain and btrfs:
+# O_DIRECT, the usual setting for them and what issue 19 compares with.
+flush_of() {
+	case $1 in
+	passthrough) echo fsync ;;
+	csdfs*) my_cnf_get innodb_flush_method ;;
+	*) echo O_DIRECT ;;
+	esac
+}
 
 my_opts() { # DATADIR DOUBLEWRITE [FLUSH_METHOD]
-	printf '%s\n' --no-defaults --user=root --datadir="$1" --tmpdir="$1/../mysql-tmp" \
+	printf '%s\n' --no-defaults
+	my_cnf_opts
+	printf '%s\n' --user=root --datadir="$1" --tmpdir="$1/../mysql-tmp" \
 		--socket="$my_sock" --skip-networking --pid-file="$1/../mysqld.pid" \
 		--innodb-buffer-pool-size="$my_pool" --innodb-log-file-size="$my_log" \
 		--innodb-flush-method="${3:-O_DIRECT}" --innodb-doublewrite="$2" \
