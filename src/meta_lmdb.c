@@ -102,6 +102,14 @@ struct csdfs_meta {
 	int (*companion)(void *arg);
 	void *companion_arg;
 	size_t redo_limit;         /* csdfs_meta_set_redo: 0, none kept */
+	/* The last group's redo buffer, kept for the next group (atomic
+	 * exchange: taken at a top-level begin, given back at its end), so a
+	 * group does not grow its buffer again by reallocations, each copying
+	 * it and touching fresh pages. */
+	struct csdfs_redo_spare {
+		unsigned char *buf;
+		size_t cap;
+	} *redo_spare;
 };
 
 /* REDO. A top-level transaction can keep, in order, every change made in
@@ -119,6 +127,39 @@ struct csdfs_redo {
 #define REDO_PUT 1
 #define REDO_DEL 2
 #define REDO_HDR 8
+/* A buffer larger than this is freed at its group's end, not kept. */
+#define REDO_SPARE_MAX (4u << 20)
+
+/* Take the spare buffer for a new group's redo @r (nothing if none). */
+static void redo_take_spare(struct csdfs_meta *meta, struct csdfs_redo *r)
+{
+	struct csdfs_redo_spare *s = __atomic_exchange_n(&meta->redo_spare, NULL, __ATOMIC_ACQ_REL);
+
+	if (!s)
+		return;
+	r->buf = s->buf;
+	r->cap = s->cap;
+	free(s);
+}
+
+/* The group of @r ended: keep its buffer as the spare, or free it. */
+static void redo_give_back(struct csdfs_meta *meta, struct csdfs_redo *r)
+{
+	struct csdfs_redo_spare *s = NULL;
+
+	if (r->buf && r->cap <= REDO_SPARE_MAX && (s = malloc(sizeof(*s)))) {
+		s->buf = r->buf;
+		s->cap = r->cap;
+		s = __atomic_exchange_n(&meta->redo_spare, s, __ATOMIC_ACQ_REL);
+		if (s)
+			free(s->buf);
+		free(s);
+	} else {
+		free(r->buf);
+	}
+	r->buf = NULL;
+	r->cap = r->len = 0;
+}
 
 struct csdfs_txn {
 	struct csdfs_meta *meta;
@@ -543,6 +584,9 @@ void csdfs_meta_close(struct csdfs_meta *meta)
 	mdb_env_close(meta->env);
 	csdfs_io_close(&meta->record);
 	pthread_mutex_destroy(&meta->sync_lock);
+	if (meta->redo_spare)
+		free(meta->redo_spare->buf);
+	free(meta->redo_spare);
 	free(meta);
 }
 
@@ -583,6 +627,8 @@ int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
 	/* Changes made before a limit was set are not kept: incomplete. */
 	if (!parent && !meta->redo_limit)
 		t->redo.over = true;
+	else if (!parent)
+		redo_take_spare(meta, &t->redo);
 	rc = mdb_txn_begin(meta->env, parent ? parent->txn : NULL, 0, &t->txn);
 	if (rc) {
 		free(t);
@@ -647,7 +693,7 @@ int csdfs_meta_commit_group(struct csdfs_txn *txn)
 			meta->committed = info.me_last_txnid;
 	}
 	pthread_mutex_unlock(&meta->sync_lock);
-	free(txn->redo.buf);
+	redo_give_back(meta, &txn->redo);
 	free(txn);
 	return rc;
 }
@@ -690,7 +736,8 @@ void csdfs_meta_abort(struct csdfs_txn *txn)
 		return;
 	mdb_txn_abort(txn->txn);
 	txn->root->redo.len = txn->redo_mark;
-	free(txn->redo.buf);    /* NULL unless top */
+	if (txn->top)
+		redo_give_back(txn->meta, &txn->redo);
 	free(txn);
 }
 
