@@ -190,7 +190,8 @@ check_eq "unsynced 4 KiB files are absent, empty or complete ($present of 40 pre
 check "open unlinked file is gone after the crash" test ! -e "$MNT/orphan"
 
 # G2's order: an fsync of one file also makes durable every write to any
-# file that returned before the synced file's last write began. InnoDB's
+# file that the daemon completed before the synced file's last write (it
+# completes an O_DIRECT write before the write returns). InnoDB's
 # innodb_flush_method=O_DIRECT_NO_FSYNC (examples/mysql/my.cnf) rests on it:
 # its 16 KiB page writes are never fsynced; the redo log's write and fsync,
 # which come after them, must cover them. commit_ms=60000: no group commit
