@@ -31,12 +31,15 @@ my_stop() { # clean shutdown of our mariadbd (kill after 120 s)
 my_cnf=${my_cnf:-$root/examples/mysql/my.cnf}
 
 # my_cnf_lines: "key value" for each setting of my.cnf's [mariadbd] section
+# (just "key" for a flag such as skip-log-bin; the value is what follows
+# the first "=")
 my_cnf_lines() {
 	[ -r "$my_cnf" ] || die "cannot read the recommended MariaDB settings '$my_cnf'"
 	awk '/^[[:space:]]*\[/ { on = ($0 ~ /\[(mariadbd|mysqld)\]/); next }
-		on { sub(/#.*/, ""); if (split($0, kv, "=") == 2) {
-			k = kv[1]; v = kv[2]; gsub(/[[:space:]]/, "", k); gsub(/^[[:space:]]+|[[:space:]]+$/, "", v)
-			if (k != "") print k, v } }' "$my_cnf"
+		on { sub(/#.*/, ""); e = index($0, "=")
+			k = e ? substr($0, 1, e - 1) : $0; v = e ? substr($0, e + 1) : ""
+			gsub(/[[:space:]]/, "", k); gsub(/^[[:space:]]+|[[:space:]]+$/, "", v)
+			if (k != "") print k (v == "" ? "" : " " v) }' "$my_cnf"
 }
 
 # my_cnf_get KEY: its value in my.cnf (empty when it is not set there)
@@ -46,7 +49,7 @@ my_cnf_get() { my_cnf_lines | awk -v k="$1" '$1 == k { v = $2 } END { print v }'
 # sets (datadir, doublewrite, flush method)
 my_cnf_opts() {
 	my_cnf_lines | awk '$1 != "datadir" && $1 != "innodb_doublewrite" && $1 != "innodb_flush_method" {
-		print "--" $1 "=" $2 }'
+		k = $1; sub(/^[^ ]+ ?/, ""); print "--" k ($0 == "" ? "" : "=" $0) }'
 }
 
 # The flush method of FS's cells. csdfs: the recommended one (my.cnf).
