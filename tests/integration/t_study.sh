@@ -42,12 +42,12 @@ refused "uring" "--uring must be on or off, not 'yes'" --uring yes
 # counter-checks: the same options with good values are accepted
 timeout -k 2 20 "$STUDY" --dir "$DIR" --dry-run --quick >"$WORK/out" 2>"$WORK/err"
 check_eq "--quick --dry-run: exit 0 ($(head -c 200 "$WORK/err"))" 0 $?
-check "--quick: 36 cells of 8 s" grep -qx 'quick study: 36 cells of 8 s' "$WORK/out"
+check "--quick: 42 cells of 8 s" grep -qx 'quick study: 42 cells of 8 s' "$WORK/out"
 check "--quick: the file systems and doublewrite settings" grep -qx \
-	'file systems and doublewrite: plain:ON btrfs:ON passthrough:ON csdfs-lz4:OFF csdfs-zstd1:OFF csdfs-zstd1:ON' "$WORK/out"
+	'file systems and doublewrite: plain:ON btrfs:ON passthrough:ON passthrough-od:OFF csdfs-lz4:OFF csdfs-zstd1:OFF csdfs-zstd1:ON' "$WORK/out"
 check "--quick: workloads and threads" grep -qx 'workloads: ro wo rw; threads: 1 4' "$WORK/out"
 timeout -k 2 20 "$STUDY" --dir "$DIR" --dry-run >"$WORK/out" 2>"$WORK/err"
-check "full: 90 cells, every file system with doublewrite ON and OFF" grep -qx 'full study: 90 cells of 30 s' "$WORK/out"
+check "full: 108 cells, every file system with doublewrite ON and OFF" grep -qx 'full study: 108 cells of 30 s' "$WORK/out"
 timeout -k 2 20 "$STUDY" --dir "$DIR" --dry-run --fs plain,csdfs-zstd1 --workloads wo \
 	--threads 2,16 --doublewrite OFF --time 5 --uring off >"$WORK/out" 2>"$WORK/err"
 check_eq "good values: exit 0 ($(head -c 200 "$WORK/err"))" 0 $?

@@ -52,14 +52,16 @@ my_cnf_opts() {
 		k = $1; sub(/^[^ ]+ ?/, ""); print "--" k ($0 == "" ? "" : "=" $0) }'
 }
 
-# The flush method of FS's cells. csdfs: the recommended one (my.cnf).
-# InnoDB's O_DIRECT writes fail with EINVAL on passthrough_ll (issue 19.1;
-# docs/bench/README.md): there InnoDB flushes with fsync. plain and btrfs:
-# O_DIRECT, the usual setting for them and what issue 19 compares with.
+# The flush method of FS's cells. csdfs: the recommended one (my.cnf), and
+# passthrough-od the same (it exists to measure csdfs's own cost on top of
+# one FUSE hop in the same flush method). InnoDB's O_DIRECT writes fail
+# with EINVAL on passthrough_ll as it is (issue 19.1; docs/bench/README.md):
+# there InnoDB flushes with fsync. plain and btrfs: O_DIRECT, the usual
+# setting for them and what issue 19 compares with.
 flush_of() {
 	case $1 in
 	passthrough) echo fsync ;;
-	csdfs*) my_cnf_get innodb_flush_method ;;
+	csdfs* | passthrough-od) my_cnf_get innodb_flush_method ;;
 	*) echo O_DIRECT ;;
 	esac
 }

@@ -6,8 +6,15 @@
 # The caller sets: die/say; dir (work directory), logs, bin (csdfs-mkfs and
 # csdfs), events (JSON lines of incidents), vol_size, btrfs_img,
 # btrfs_img_f, btrfs_mnt, btrfs_method (compsize or btrfs-df-estimate),
-# pt_src_c, pt_src, pt_opts, pt_tmp; the arrays mnt_of, codec_of,
+# pt_src_c, pt_opts, pt_tmp; the arrays mnt_of, codec_of,
 # daemon_pid, fs_dead; loopdev, child_pid.
+
+# the FUSE peers: each a daemon this file starts, waits for and unmounts
+fuse_fs="csdfs-lz4 csdfs-zstd1 passthrough passthrough-od"
+# pt_src_of FS: the host directory a passthrough peer serves
+pt_src_of() { echo "$dir/$1-src"; }
+# pt_bin_of FS: the name of its passthrough_ll build in pt_tmp (pt_build)
+pt_bin_of() { case $1 in passthrough) echo passthrough_ll ;; passthrough-od) echo passthrough_od ;; esac; }
 
 # is_mounted DIR: from the mount table, not stat(), which fails with ENOTCONN
 # on a FUSE mount whose daemon died
@@ -103,7 +110,7 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 phys_of() {
 	local fs=$1 p=$2 phys logical line
 	case $fs in
-	plain | passthrough) # passthrough_ll reports the host file's st_blocks
+	plain | passthrough*) # passthrough_ll reports the host file's st_blocks
 		if [ -d "$p" ]; then
 			phys=$(du -sB1 "$p" | cut -f1)
 			logical=$(du -sb --apparent-size "$p" | cut -f1)
@@ -135,15 +142,17 @@ phys_of() {
 	esac
 }
 
-# csdfs_mount FS: mount the volume (or, for passthrough, passthrough_ll over
-# its host directory) with a foreground daemon we can wait for
+# csdfs_mount FS: mount the volume (or, for a passthrough peer, its
+# passthrough_ll build over its host directory) with a foreground daemon we
+# can wait for
 csdfs_mount() {
 	local fs=$1 m=${mnt_of[$1]} i
-	if [ "$fs" = passthrough ]; then
-		"$pt_tmp/passthrough_ll" -f -o "source=$pt_src,$pt_opts" "$m" >>"$logs/csdfs-$fs.log" 2>&1 8>&- 9>&- &
-	else
-		"$bin/csdfs" -f "$dir/$fs.vol" "$m" >>"$logs/csdfs-$fs.log" 2>&1 8>&- 9>&- &
-	fi
+	case $fs in
+	passthrough*)
+		"$pt_tmp/$(pt_bin_of "$fs")" -f -o "source=$(pt_src_of "$fs"),$pt_opts" "$m" >>"$logs/csdfs-$fs.log" 2>&1 8>&- 9>&- & ;;
+	*)
+		"$bin/csdfs" -f "$dir/$fs.vol" "$m" >>"$logs/csdfs-$fs.log" 2>&1 8>&- 9>&- & ;;
+	esac
 	daemon_pid[$fs]=$!
 	for ((i = 0; i < 100; i++)); do
 		is_mounted "$m" && return 0
@@ -161,7 +170,7 @@ fs_alive() {
 	local fs=$1 rc msg
 	[ -z "${fs_dead[$fs]:-}" ] || return 1
 	case $fs in
-	csdfs-* | passthrough)
+	csdfs-* | passthrough*)
 		if ! kill -0 "${daemon_pid[$fs]}" 2>/dev/null || ! is_mounted "${mnt_of[$fs]}"; then
 			if kill -0 "${daemon_pid[$fs]}" 2>/dev/null; then
 				msg="mount vanished while its daemon runs"
@@ -193,9 +202,16 @@ fs_alive() {
 
 # pt_build: compile libfuse's passthrough_ll from the example source
 # Debian's libfuse3-dev installs, into a new temporary pt_tmp (the caller's
-# cleanup removes it); sets pt_rev to what was built
+# cleanup removes it), twice: as it is (the passthrough peer) and with one
+# change (passthrough-od): passthrough_ll opens the host file with the
+# caller's flags, so InnoDB's O_DIRECT reaches the host with libfuse's
+# unaligned buffers and every write fails with EINVAL; passthrough_od drops
+# O_DIRECT from the host open only (the kernel's FUSE side still does direct
+# I/O for the caller, the host file goes through the page cache as csdfs's
+# container does), so InnoDB runs there with the flush method csdfs runs
+# with. Sets pt_rev to what was built.
 pt_build() {
-	local f src
+	local f src n
 	pt_tmp=$(mktemp -d /tmp/csdfs-bench-passthrough.XXXXXX) || die "cannot create a temporary directory"
 	# it includes passthrough_helpers.h from beside it
 	for f in passthrough_ll.c passthrough_helpers.h; do
@@ -203,14 +219,22 @@ pt_build() {
 		if [ -r "$src" ]; then cp "$src" "$pt_tmp/$f"
 		else zcat "$src.gz" >"$pt_tmp/$f"; fi || die "cannot copy '$src' (libfuse3-dev)"
 	done
-	# shellcheck disable=SC2046 # pkg-config's words are separate arguments
-	cc -O2 -o "$pt_tmp/passthrough_ll" "$pt_tmp/passthrough_ll.c" $(pkg-config --cflags --libs fuse3) \
-		>"$logs/passthrough_ll-build.log" 2>&1 ||
-		die "cannot compile '$pt_src_c': $(tail -n 3 "$logs/passthrough_ll-build.log")"
-	pt_rev="$pt_src_c from libfuse3-dev $(dpkg-query -W -f '${Version}' libfuse3-dev 2>/dev/null), sha256 $(sha256sum "$pt_tmp/passthrough_ll.c" | cut -c1-16), cc -O2; options $pt_opts"
+	# the two opens of a file's data (lo_open, lo_create) clear O_NOFOLLOW
+	# from the caller's flags; clear O_DIRECT there too
+	sed 's/\(flags[^&]*\)& ~O_NOFOLLOW/\1\& ~(O_NOFOLLOW | O_DIRECT)/' \
+		"$pt_tmp/passthrough_ll.c" >"$pt_tmp/passthrough_od.c" || die "cannot write '$pt_tmp/passthrough_od.c'"
+	n=$(grep -c '~(O_NOFOLLOW | O_DIRECT)' "$pt_tmp/passthrough_od.c")
+	[ "$n" = 2 ] || die "'$pt_src_c' has $n opens that clear O_NOFOLLOW, not the 2 (lo_open, lo_create) the passthrough-od peer changes"
+	for f in passthrough_ll passthrough_od; do
+		# shellcheck disable=SC2046 # pkg-config's words are separate arguments
+		cc -O2 -o "$pt_tmp/$f" "$pt_tmp/$f.c" $(pkg-config --cflags --libs fuse3) \
+			>"$logs/$f-build.log" 2>&1 ||
+			die "cannot compile '$pt_tmp/$f.c': $(tail -n 3 "$logs/$f-build.log")"
+	done
+	pt_rev="$pt_src_c from libfuse3-dev $(dpkg-query -W -f '${Version}' libfuse3-dev 2>/dev/null), sha256 $(sha256sum "$pt_tmp/passthrough_ll.c" | cut -c1-16), cc -O2; options $pt_opts; passthrough-od: the same with O_DIRECT cleared from the host opens (lo_open, lo_create)"
 }
 
-# peers_mount FS: make FS (plain, btrfs, passthrough, csdfs-lz4, csdfs-zstd1)
+# peers_mount FS: make FS (plain, btrfs, passthrough, passthrough-od, csdfs-lz4, csdfs-zstd1)
 # and mount it on ${mnt_of[FS]}
 peers_mount() {
 	local fs=$1 m
@@ -226,9 +250,9 @@ peers_mount() {
 		mkfs.btrfs -q -f "$loopdev" >"$logs/mkfs.btrfs.log" 2>&1 || die "mkfs.btrfs failed ($logs/mkfs.btrfs.log)"
 		mount -o compress=zstd:1 "$loopdev" "$m" || die "cannot mount btrfs on '$m'"
 		;;
-	passthrough)
-		mkdir -p "$m" "$pt_src" || die "cannot create '$m' or '$pt_src'"
-		csdfs_mount "$fs" || die "cannot mount passthrough_ll over '$pt_src'"
+	passthrough*)
+		mkdir -p "$m" "$(pt_src_of "$fs")" || die "cannot create '$m' or '$(pt_src_of "$fs")'"
+		csdfs_mount "$fs" || die "cannot mount $fs over '$(pt_src_of "$fs")'"
 		;;
 	csdfs-*)
 		mkdir -p "$m"
