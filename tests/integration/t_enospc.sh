@@ -2,8 +2,11 @@
 # t_enospc: ENOSPC reaches write(2) of buffered writers (issue 18, point 2;
 # SPEC G5), with the kernel's writeback cache (the default) and with
 # -o nowriteback_cache. Three cases per cache mode, each on a fresh volume
-# that first gets three 8 MiB "earlier" files (md5 recorded) and a 128 MiB
-# ballast file:
+# that first gets three 8 MiB "earlier" files (md5 recorded) and a ballast
+# file of 128 MiB, or the mount's dirty budget plus 64 MiB if that is more
+# (cached writers stop while less than the budget is left, so freeing only
+# the budget would let the first writer to resume take the space back from
+# the others: the 1 GiB logical volume's budget is 128 MiB):
 #   dd:       512 MiB volume; `dd if=/dev/urandom of=FILE bs=1M` with no
 #             count must end with "dd: error writing ...: No space left on
 #             device" within 60 s (not from close, not still running).
@@ -44,16 +47,17 @@ dirty_budget() {
 	[ -r "$f" ] && cat "$f" || echo 0
 }
 
-# earlier DATA: three 8 MiB files and a 128 MiB ballast of DATA (random|half)
+# earlier DATA: three 8 MiB files and the ballast of DATA (random|half)
 earlier() {
-	local i
+	local i ballast=$((128 * MiB))
+	[ "$DIRTY" -gt 0 ] && [ $((DIRTY + 64 * MiB)) -gt $ballast ] && ballast=$((DIRTY + 64 * MiB))
 	mkdir -p "$REF"
 	for i in 1 2 3; do
 		"$WRITER" gen "$1" $((8 * MiB)) >"$REF/early$i"
 		cp "$REF/early$i" "$MNT/early$i" || fail "$LABEL: copy early$i"
 	done
 	(cd "$REF" && md5sum early1 early2 early3) >"$WORK/early.md5"
-	"$WRITER" gen "$1" $((128 * MiB)) >"$MNT/ballast" || fail "$LABEL: ballast"
+	"$WRITER" gen "$1" $ballast >"$MNT/ballast" || fail "$LABEL: ballast"
 }
 
 # after_case FILE...: integrity, st_size bound, space back, new write, fsck
