@@ -144,16 +144,18 @@ static int free_blocks(struct csdfs_op *op, uint64_t start, uint64_t count)
 
 /*
  * Release a boundary block the dying chunk was charged for: hand it to a
- * live neighbour that overlaps it, else free it.
+ * live neighbour that overlaps it, else set *@freed (the caller frees it
+ * together with the chunk's interior, in one change of the free map).
  */
 static int release_boundary(struct csdfs_op *op, uint64_t cur_ino,
 			    struct csdfs_inode_disk *irec, uint64_t pa,
-			    uint64_t block, bool try_prev)
+			    uint64_t block, bool try_prev, bool *freed)
 {
 	struct csdfs_phys_disk p;
-	uint64_t npa;
+	uint64_t npa = 0;   /* set when phys_neighbour returns 0 */
 	int rc;
 
+	*freed = false;
 	if (try_prev) {
 		rc = phys_neighbour(op->txn, pa, false, &npa, &p);
 		if (rc && rc != -ENOENT)
@@ -166,7 +168,8 @@ static int release_boundary(struct csdfs_op *op, uint64_t cur_ino,
 		return rc;
 	if (!rc && npa < (block + 1) * BS)
 		return charge_move(op, cur_ino, irec, npa, &p, block);
-	return free_blocks(op, block, 1);
+	*freed = true;
+	return 0;
 }
 
 static int account(struct csdfs_op *op, uint64_t ino,
@@ -200,7 +203,8 @@ static int chunk_kill(struct csdfs_op *op, uint64_t ino,
 		      const struct csdfs_chunk_disk *old)
 {
 	uint64_t bs = first_block(old->pa), be = last_block(old->pa, old->plen);
-	uint64_t charged = be > bs + 1 ? be - bs - 1 : 0;
+	uint64_t charged = be > bs + 1 ? be - bs - 1 : 0, from, to;
+	bool first_freed = false, last_freed = false;
 	uint8_t key[8];
 	int rc;
 
@@ -218,19 +222,21 @@ static int chunk_kill(struct csdfs_op *op, uint64_t ino,
 	rc = account(op, ino, irec, old, -1);
 	if (rc)
 		return rc;
-	if (be > bs + 1) {
-		rc = free_blocks(op, bs + 1, be - bs - 1);
-		if (rc)
-			return rc;
-	}
 	if (old->flags & CSDFS_CHUNK_CHARGE_FIRST) {
-		rc = release_boundary(op, ino, irec, old->pa, bs, true);
+		rc = release_boundary(op, ino, irec, old->pa, bs, true, &first_freed);
 		if (rc)
 			return rc;
 	}
-	if (be != bs && (old->flags & CSDFS_CHUNK_CHARGE_LAST))
-		return release_boundary(op, ino, irec, old->pa, be, false);
-	return 0;
+	if (be != bs && (old->flags & CSDFS_CHUNK_CHARGE_LAST)) {
+		rc = release_boundary(op, ino, irec, old->pa, be, false, &last_freed);
+		if (rc)
+			return rc;
+	}
+	/* The interior [bs + 1, be) and the boundary blocks that no
+	 * neighbour took are one run: free it in one change. */
+	from = first_freed ? bs : bs + 1;
+	to = last_freed ? be + 1 : be > bs ? be : bs + 1;
+	return to > from ? free_blocks(op, from, to - from) : 0;
 }
 
 static int chunk_insert(struct csdfs_op *op, uint64_t ino,
@@ -240,23 +246,18 @@ static int chunk_insert(struct csdfs_op *op, uint64_t ino,
 	uint64_t bs = first_block(nc->pa), be = last_block(nc->pa, nc->plen);
 	struct csdfs_chunk_disk c = *nc;
 	struct csdfs_phys_disk p;
-	uint64_t t_first, t_mid = 0, t_last = 0;
+	uint64_t t_first, t_mid, t_last;
 	uint8_t key[8];
 	int rc;
 
 	if (!nc->plen || bs < CSDFS_FIRST_DATA_BLOCK ||
 	    be >= op->vol->sb.total_blocks)
 		return -EUCLEAN;
-	rc = csdfs_freemap_take(op->txn, bs, 1, &t_first);
-	if (!rc && be > bs + 1) {
-		rc = csdfs_freemap_take(op->txn, bs + 1, be - bs - 1, &t_mid);
-		if (!rc && t_mid != be - bs - 1)
-			rc = -EUCLEAN;  /* interior blocks must be fresh */
-	}
-	if (!rc && be != bs)
-		rc = csdfs_freemap_take(op->txn, be, 1, &t_last);
+	rc = csdfs_freemap_take_ends(op->txn, bs, be, &t_first, &t_mid, &t_last);
 	if (rc)
 		return rc;
+	if (t_mid != (be > bs + 1 ? be - bs - 1 : 0))
+		return -EUCLEAN;  /* interior blocks must be fresh */
 	c.flags &= (uint8_t)~(CSDFS_CHUNK_CHARGE_FIRST | CSDFS_CHUNK_CHARGE_LAST);
 	if (t_first)
 		c.flags |= CSDFS_CHUNK_CHARGE_FIRST;

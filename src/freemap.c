@@ -124,27 +124,62 @@ static int each_overlap(struct csdfs_txn *txn, uint64_t start, uint64_t end,
 	return 0;
 }
 
+/* What a take removed from [first, last]: the first block, the blocks
+ * strictly between, the last block (counted once when first == last). */
+struct take_ctx {
+	uint64_t first, last;
+	uint64_t head, mid, tail;
+};
+
 /* Take [lo, hi) out of run @r, keeping what lies outside it. */
 static int take_cb(struct csdfs_txn *txn, const struct run *r, uint64_t lo,
 		   uint64_t hi, void *ctx)
 {
-	uint64_t *taken = ctx;
+	struct take_ctx *t = ctx;
+	uint64_t ms = t->first + 1, me = t->last;
 	int rc = del_run(txn, r->start);
 
 	if (!rc && r->start < lo)
 		rc = put_run(txn, r->start, lo - r->start);
 	if (!rc && r->start + r->count > hi)
 		rc = put_run(txn, hi, r->start + r->count - hi);
-	if (!rc)
-		*taken += hi - lo;
+	if (rc)
+		return rc;
+	t->head += lo <= t->first && t->first < hi;
+	t->tail += t->last != t->first && lo <= t->last && t->last < hi;
+	if (lo > ms)
+		ms = lo;
+	if (hi < me)
+		me = hi;
+	t->mid += me > ms ? me - ms : 0;
+	return 0;
+}
+
+int csdfs_freemap_take_ends(struct csdfs_txn *txn, uint64_t first, uint64_t last,
+			    uint64_t *head, uint64_t *mid, uint64_t *tail)
+{
+	struct take_ctx t = { first, last, 0, 0, 0 };
+	int rc;
+
+	rc = each_overlap(txn, first, last + 1, take_cb, &t);
+	*head = t.head;
+	*mid = t.mid;
+	*tail = t.tail;
 	return rc;
 }
 
 int csdfs_freemap_take(struct csdfs_txn *txn, uint64_t start, uint64_t count,
 		       uint64_t *taken)
 {
+	uint64_t head, mid, tail;
+	int rc;
+
 	*taken = 0;
-	return each_overlap(txn, start, start + count, take_cb, taken);
+	if (!count)
+		return 0;
+	rc = csdfs_freemap_take_ends(txn, start, start + count - 1, &head, &mid, &tail);
+	*taken = head + mid + tail;
+	return rc;
 }
 
 int csdfs_freemap_give(struct csdfs_txn *txn, uint64_t start, uint64_t count)

@@ -244,6 +244,12 @@ int csdfs_freemap_decode(const struct csdfs_val *k, const struct csdfs_val *v,
 /* Remove the free parts of [start, start + count); *taken = how many. */
 int csdfs_freemap_take(struct csdfs_txn *txn, uint64_t start, uint64_t count,
 		       uint64_t *taken);
+/* The same for [first, last] in one pass, telling apart what it took of
+ * the first block (*head), of the blocks between (*mid) and of the last
+ * (*tail, 0 when first == last): a stored range's end blocks may be
+ * shared with its neighbours, its interior never. */
+int csdfs_freemap_take_ends(struct csdfs_txn *txn, uint64_t first, uint64_t last,
+			    uint64_t *head, uint64_t *mid, uint64_t *tail);
 /* Add [start, start + count), coalescing; -EUCLEAN if any is already free. */
 int csdfs_freemap_give(struct csdfs_txn *txn, uint64_t start, uint64_t count);
 /* Call @fn for every part of [start, start + count) that is free. */

@@ -726,6 +726,60 @@ START_TEST(test_freemap)
 }
 END_TEST
 
+/* Free blocks in [start, start + count) as @txn sees them. */
+static uint64_t free_txn(struct csdfs_txn *txn, uint64_t start, uint64_t count)
+{
+	uint64_t n = 0;
+
+	ck_assert_int_eq(csdfs_freemap_intersect(txn, start, count, count_cb, &n), 0);
+	return n;
+}
+
+/* The one-pass take of a stored range tells its end blocks apart. */
+START_TEST(test_freemap_take_ends)
+{
+	struct fixture fx;
+	struct csdfs_op op;
+	uint64_t taken, h, m, t;
+
+	setup_vol(&fx, "freemap-ends");
+	ck_assert_int_eq(csdfs_op_begin(fx.vol, &op), 0);
+	/* All free: 1 + 8 + 1. */
+	ck_assert_int_eq(csdfs_freemap_take_ends(op.txn, 100, 109, &h, &m, &t), 0);
+	ck_assert_uint_eq(h, 1);
+	ck_assert_uint_eq(m, 8);
+	ck_assert_uint_eq(t, 1);
+	ck_assert_uint_eq(free_txn(op.txn, 100, 10), 0);
+	/* Ends shared with a neighbour (in use), interior free. */
+	ck_assert_int_eq(csdfs_freemap_take(op.txn, 200, 1, &taken), 0);
+	ck_assert_int_eq(csdfs_freemap_take(op.txn, 204, 1, &taken), 0);
+	ck_assert_int_eq(csdfs_freemap_take_ends(op.txn, 200, 204, &h, &m, &t), 0);
+	ck_assert_uint_eq(h, 0);
+	ck_assert_uint_eq(m, 3);
+	ck_assert_uint_eq(t, 0);
+	/* Only the last block free, the first taken earlier. */
+	ck_assert_int_eq(csdfs_freemap_take(op.txn, 300, 1, &taken), 0);
+	ck_assert_int_eq(csdfs_freemap_take_ends(op.txn, 300, 301, &h, &m, &t), 0);
+	ck_assert_uint_eq(h, 0);
+	ck_assert_uint_eq(m, 0);
+	ck_assert_uint_eq(t, 1);
+	/* One block: counted as the first, never as the last. */
+	ck_assert_int_eq(csdfs_freemap_take_ends(op.txn, 400, 400, &h, &m, &t), 0);
+	ck_assert_uint_eq(h, 1);
+	ck_assert_uint_eq(m, 0);
+	ck_assert_uint_eq(t, 0);
+	ck_assert_int_eq(csdfs_freemap_take_ends(op.txn, 400, 400, &h, &m, &t), 0);
+	ck_assert_uint_eq(h + m + t, 0);
+	/* The runs around what was taken are kept. */
+	ck_assert_uint_eq(free_txn(op.txn, 90, 10), 10);
+	ck_assert_uint_eq(free_txn(op.txn, 110, 10), 10);
+	ck_assert_uint_eq(free_txn(op.txn, 401, 10), 10);
+	ck_assert_int_eq(csdfs_op_end(&op, -ECANCELED), -ECANCELED);
+	vol_close(&fx);
+	fsck_expect(&fx, 0);
+}
+END_TEST
+
 /* ---- the write path and the allocator ------------------------------------ */
 
 static int avail_bit(struct csdfs_vol *vol, uint64_t b)
@@ -1100,6 +1154,7 @@ static Suite *extent_suite(void)
 	tcase_add_test(map_tc, test_drop_from);
 	tcase_add_test(map_tc, test_drop_from_many);
 	tcase_add_test(map_tc, test_freemap);
+	tcase_add_test(map_tc, test_freemap_take_ends);
 	tcase_add_test(map_tc, test_retry_commit_reuses_head_block);
 	suite_add_tcase(s, map_tc);
 
