@@ -232,10 +232,15 @@ static int chunk_kill(struct csdfs_op *op, uint64_t ino,
 		if (rc)
 			return rc;
 	}
-	/* The interior [bs + 1, be) and the boundary blocks that no
-	 * neighbour took are one run: free it in one change. */
-	from = first_freed ? bs : bs + 1;
-	to = last_freed ? be + 1 : be > bs ? be : bs + 1;
+	/* The interior [bs + 1, be) (empty for one or two blocks) and the
+	 * boundary blocks that no neighbour took are one run: free it in one
+	 * change. */
+	from = bs + 1;
+	to = be > bs ? be : from;
+	if (first_freed)
+		from = bs;
+	if (last_freed)
+		to = be + 1;
 	return to > from ? free_blocks(op, from, to - from) : 0;
 }
 
