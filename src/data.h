@@ -122,10 +122,11 @@ void csdfs_wplan_free(struct wplan *p);
 int csdfs_reg_load(struct csdfs_vol *vol, uint64_t ino,
 		   struct csdfs_inode_disk *rec);
 
-/* Put @ino's effective codec into @rec (a copy about to plan a write; its
- * codec fields mean nothing unless CODEC_SET). Takes a read operation (wplan.c). */
-int csdfs_policy_codec(struct csdfs_vol *vol, uint64_t ino,
-		       struct csdfs_inode_disk *rec);
+/* csdfs_reg_load, and in the same read operation put @ino's effective
+ * codec into @rec (a copy about to plan a write; its codec fields mean
+ * nothing unless CODEC_SET). */
+int csdfs_reg_load_codec(struct csdfs_vol *vol, uint64_t ino,
+			 struct csdfs_inode_disk *rec);
 
 /* ---- read.c: one stored chunk -------------------------------------------- */
 

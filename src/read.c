@@ -134,6 +134,8 @@ int csdfs_read_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
 	return rc;
 }
 
+/* Reads of up to this many chunks keep their chunk records on the stack. */
+#define READ_SMALL 4
 /* Largest run of stored chunks one read fetches (and the read scratch). */
 #define READ_SPAN_MAX (1u << 20)
 /* Runs from this many logical bytes on are streaming reads (readahead, large
@@ -262,7 +264,10 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 			   size_t size, uint64_t off, csdfs_around_fn around,
 			   void *arg)
 {
-	struct csdfs_chunk_disk *recs = NULL;
+	/* A page-sized read (a database's) maps one or two chunks: no
+	 * allocation for their records. */
+	struct csdfs_chunk_disk *recs = NULL, recs_small[READ_SMALL];
+	bool have_small[READ_SMALL];
 	struct csdfs_inode_disk rec;
 	struct csdfs_inode *in;
 	struct csdfs_op op;
@@ -305,8 +310,13 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	first = off / cs;
 	last = (end - 1) / cs;
 	n = last - first + 1;
-	recs = malloc(n * sizeof(*recs));
-	have = calloc(n, sizeof(*have));
+	if (n <= READ_SMALL) {
+		recs = recs_small;
+		have = memset(have_small, 0, sizeof(have_small));
+	} else {
+		recs = malloc(n * sizeof(*recs));
+		have = calloc(n, sizeof(*have));
+	}
 	if (!recs || !have) {
 		csdfs_op_end(&op, 0);
 		rc = -ENOMEM;
@@ -348,7 +358,6 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 		   n * csdfs_codec_bound(cs) : READ_SPAN_MAX;
 	if (span_cap < csdfs_codec_bound(cs))
 		span_cap = csdfs_codec_bound(cs);
-	tmp = malloc(cs);
 	/* Only a read long enough for a streaming run reads direct: it alone
 	 * needs the scratch aligned, with room to round the run out (a
 	 * database's page read keeps a plain malloc). */
@@ -356,7 +365,7 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 		scratch = malloc(span_cap);
 	else if (posix_memalign((void **)&scratch, CSDFS_IO_DIRECT_ALIGN, span_cap + SPAN_SLACK))
 		scratch = NULL;
-	if (!tmp || !scratch) {
+	if (!scratch) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -385,6 +394,11 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 		} else {
 			uint64_t cend = cstart + cs < rec.size ? cstart + cs : rec.size;
 
+			/* A part of a chunk: decoded whole, then copied. */
+			if (!tmp && !(tmp = malloc(cs))) {
+				rc = -ENOMEM;
+				break;
+			}
 			rc = csdfs_read_chunk(vol, ino, first + i, cs, &recs[i], tmp, scratch, true);
 			if (!rc)
 				memcpy(out, tmp + (s - cstart), e - s);
@@ -398,8 +412,10 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	}
 out:
 	pthread_rwlock_unlock(&in->io_lock);
-	free(recs);
-	free(have);
+	if (recs != recs_small) {
+		free(recs);
+		free(have);
+	}
 	free(tmp);
 	free(scratch);
 	if (!rc && size && need_atime)

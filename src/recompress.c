@@ -97,9 +97,7 @@ static int recompress_batch(struct csdfs_vol *vol, uint64_t ino,
 	int rc;
 
 	csdfs_stripes_lock_chunks(vol, ino, idxs, (size_t)n, mask);
-	rc = csdfs_reg_load(vol, ino, &rec);
-	if (!rc)
-		rc = csdfs_policy_codec(vol, ino, &rec);
+	rc = csdfs_reg_load_codec(vol, ino, &rec);
 	if (!rc)
 		rc = csdfs_wplan_init(&plan, vol, ino, &rec, (size_t)n, (size_t)n);
 	if (rc)

@@ -450,6 +450,13 @@ int csdfs_wplan_apply(struct wplan *p, csdfs_wplan_edit_fn edit, void *arg)
 	return rc;
 }
 
+static int reg_check(const struct csdfs_inode_disk *rec)
+{
+	if (S_ISDIR(rec->mode))
+		return -EISDIR;
+	return S_ISREG(rec->mode) ? 0 : -EINVAL;
+}
+
 int csdfs_reg_load(struct csdfs_vol *vol, uint64_t ino,
 		   struct csdfs_inode_disk *rec)
 {
@@ -459,23 +466,24 @@ int csdfs_reg_load(struct csdfs_vol *vol, uint64_t ino,
 	rc = csdfs_op_begin_irec(vol, &op, false, ino, rec);
 	if (rc)
 		return rc;
-	if (S_ISDIR(rec->mode))
-		rc = -EISDIR;
-	else if (!S_ISREG(rec->mode))
-		rc = -EINVAL;
-	return csdfs_op_end(&op, rc);
+	return csdfs_op_end(&op, reg_check(rec));
 }
 
-int csdfs_policy_codec(struct csdfs_vol *vol, uint64_t ino,
-		       struct csdfs_inode_disk *rec)
+/* One read operation, not two: a write takes it once per request, and
+ * each operation is a round on vol->lock. */
+int csdfs_reg_load_codec(struct csdfs_vol *vol, uint64_t ino,
+			 struct csdfs_inode_disk *rec)
 {
 	struct csdfs_policy p;
 	struct csdfs_op op;
-	int rc = csdfs_op_begin_read(vol, &op);
+	int rc;
 
+	rc = csdfs_op_begin_irec(vol, &op, false, ino, rec);
 	if (rc)
 		return rc;
-	rc = csdfs_policy_resolve(vol, op.txn, ino, rec, &p);
+	rc = reg_check(rec);
+	if (!rc)
+		rc = csdfs_policy_resolve(vol, op.txn, ino, rec, &p);
 	rc = csdfs_op_end(&op, rc);
 	if (!rc) {
 		rec->codec = p.codec.id;

@@ -66,9 +66,7 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 	last = (end - 1) / cs;
 	csdfs_stripes_lock_range(vol, ino, first, last, mask);
 	/* The size that matters is the one after we own our chunks. */
-	rc = csdfs_reg_load(vol, ino, &rec);
-	if (!rc)
-		rc = csdfs_policy_codec(vol, ino, &rec);
+	rc = csdfs_reg_load_codec(vol, ino, &rec);
 	if (!rc && (rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size) != cs) {
 		csdfs_log(LOG_ERR, "inode %llu: chunk size changed under a write",
 			  (unsigned long long)ino);
@@ -245,9 +243,7 @@ static struct csdfs_inode *resize_lock(struct csdfs_vol *vol, uint64_t ino,
 		return NULL;
 	}
 	csdfs_inode_lock_exclusive(vol, in);
-	*rc = csdfs_reg_load(vol, ino, rec);
-	if (!*rc)
-		*rc = csdfs_policy_codec(vol, ino, rec);  /* for partial chunks */
+	*rc = csdfs_reg_load_codec(vol, ino, rec);  /* codec: for partial chunks */
 	if (*rc) {
 		pthread_rwlock_unlock(&in->io_lock);
 		csdfs_inode_put(vol, in);
