@@ -194,7 +194,7 @@ int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, bool use_reserve,
 	if (!use_reserve && n > need && n - need > a->navail - need - a->reserve)
 		n = a->navail - a->reserve;
 	if (a->head_end && a->head % BS && a->on_leave)
-		a->on_leave(a->leave_ctx, a->head / BS);
+		a->on_leave(a->hook_ctx, a->head / BS);
 	/* Give back the whole blocks the old run never touched. */
 	if (a->head_end) {
 		uint64_t from = (a->head + BS - 1) / BS;
@@ -204,6 +204,8 @@ int csdfs_alloc_place(struct csdfs_alloc *a, uint64_t len, bool use_reserve,
 			set_range(a, from, to - from, 1);
 	}
 	set_range(a, start, n, 0);
+	if (a->on_enter)
+		a->on_enter(a->hook_ctx, start, n);
 	a->head = start * BS + len;
 	a->head_end = (start + n) * BS;
 	a->hint = start + n;
@@ -216,7 +218,7 @@ void csdfs_alloc_align(struct csdfs_alloc *a)
 	uint64_t up = (a->head + BS - 1) / BS * BS;
 
 	if (a->head % BS && up <= a->head_end && a->on_leave)
-		a->on_leave(a->leave_ctx, a->head / BS);
+		a->on_leave(a->hook_ctx, a->head / BS);
 	a->head = up < a->head_end ? up : a->head_end;
 }
 

@@ -125,6 +125,14 @@ static int posix_punch(struct csdfs_io *io, uint64_t off, uint64_t len)
 	return 0;
 }
 
+static int posix_zero(struct csdfs_io *io, uint64_t off, uint64_t len)
+{
+	if (fallocate(io->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len))
+		return errno == EINVAL ? -EOPNOTSUPP : -errno;
+	return 0;
+}
+
 static void posix_close(struct csdfs_io *io)
 {
 	if (io->fd >= 0)
@@ -146,6 +154,7 @@ static const struct csdfs_io_ops posix_ops = {
 	.pwrite = posix_pwrite,
 	.sync = posix_sync,
 	.punch = posix_punch,
+	.zero = posix_zero,
 	.close = posix_close,
 };
 

@@ -73,6 +73,13 @@ static int fault_punch(struct csdfs_io *io, uint64_t off, uint64_t len)
 	return rc ? rc : csdfs_io_punch(inner_of(io), off, len);
 }
 
+static int fault_zero(struct csdfs_io *io, uint64_t off, uint64_t len)
+{
+	int rc = should_fail(io, CSDFS_IO_ZERO);
+
+	return rc ? rc : csdfs_io_zero(inner_of(io), off, len);
+}
+
 static void fault_close(struct csdfs_io *io)
 {
 	struct fault_state *s = io->priv;
@@ -90,6 +97,7 @@ static const struct csdfs_io_ops fault_ops = {
 	.pwrite = fault_pwrite,
 	.sync = fault_sync,
 	.punch = fault_punch,
+	.zero = fault_zero,
 	.close = fault_close,
 };
 

@@ -197,6 +197,14 @@ static int torn_punch(struct csdfs_io *io, uint64_t off, uint64_t len)
 	return rc ? rc : csdfs_io_punch(&s->inner, off, len);
 }
 
+static int torn_zero(struct csdfs_io *io, uint64_t off, uint64_t len)
+{
+	struct torn_state *s = state_of(io);
+	int rc = settle(s, off, len);
+
+	return rc ? rc : csdfs_io_zero(&s->inner, off, len);
+}
+
 static void torn_close(struct csdfs_io *io)
 {
 	struct torn_state *s = state_of(io);
@@ -222,6 +230,7 @@ static const struct csdfs_io_ops torn_ops = {
 	.pwrite = torn_pwrite,
 	.sync = torn_sync,
 	.punch = torn_punch,
+	.zero = torn_zero,
 	.close = torn_close,
 };
 

@@ -121,6 +121,9 @@ struct csdfs_vol {
 	unsigned commit_ms;
 	bool read_only;
 	bool punch;                /* punch freed ranges out of the container */
+	bool zero_runs;            /* lock: have the host zero each run the
+				    * allocation head takes (until it says it
+				    * cannot) */
 	struct csdfs_cache *cache; /* decoded chunks (thread-safe itself) */
 	uint64_t cache_size;       /* the configured memory budget */
 	struct csdfs_pool *pool;   /* compression workers (thread-safe itself) */

@@ -31,6 +31,35 @@ static void leave_cb(void *ctx, uint64_t block)
 	csdfs_chint_mark_block(&vol->chint, block);
 }
 
+/*
+ * The allocation head took a run of free blocks: have the host forget what
+ * they held. Chunks are packed at byte offsets, so the first write into a
+ * block covers only part of it; over a block that still holds old data the
+ * host reads it back first, synchronously and under the container's inode
+ * lock, which every other write then waits for. Over a block it knows to be
+ * zero it reads nothing. A volume whose freed space is reused (any volume
+ * that has aged) otherwise pays one such read per block it fills.
+ */
+static void enter_cb(void *ctx, uint64_t start, uint64_t count)
+{
+	struct csdfs_vol *vol = ctx;
+	int rc;
+
+	if (!vol->zero_runs)
+		return;
+	rc = csdfs_io_zero(&vol->io, start * CSDFS_BLOCK_SIZE,
+			   count * CSDFS_BLOCK_SIZE);
+	if (!rc)
+		return;
+	/* Only speed is lost, so once is enough to hear of it. */
+	vol->zero_runs = false;
+	if (rc != -EOPNOTSUPP)
+		csdfs_log(LOG_WARNING, "cannot zero free blocks %llu+%llu in the container: %s; "
+			  "partial-block writes into reused space may read first",
+			  (unsigned long long)start, (unsigned long long)count,
+			  strerror(-rc));
+}
+
 static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 {
 	struct csdfs_inode_disk root;
@@ -68,7 +97,8 @@ static int load_state(struct csdfs_vol *vol, char *err, size_t errlen)
 	else if (rc)
 		ERR(rc, "cannot read the compaction hints: %s", strerror(-rc));
 	vol->alloc.on_leave = leave_cb;
-	vol->alloc.leave_ctx = vol;
+	vol->alloc.on_enter = enter_cb;
+	vol->alloc.hook_ctx = vol;
 	/* statfs counts only runs a whole raw chunk fits in. */
 	csdfs_alloc_set_minrun(&vol->alloc, (vol->sb.chunk_size + CSDFS_BLOCK_SIZE - 1) /
 					    CSDFS_BLOCK_SIZE);
@@ -191,6 +221,7 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 		}
 	}
 	vol->punch = !(opts && opts->no_punch);
+	vol->zero_runs = true;
 	vol->compact_dead = !opts || !opts->compact_dead ? CSDFS_COMPACT_DEAD_DEFAULT :
 			    opts->compact_dead < 0 ? 0 : (unsigned)opts->compact_dead;
 	vol->cache_size = opts && opts->no_cache ? 0 :

@@ -51,7 +51,11 @@ struct csdfs_alloc {
 	/* Called when the head leaves @block partly filled (the rest of it
 	 * stays padding, dead bytes compaction may win back); may be NULL. */
 	void (*on_leave)(void *ctx, uint64_t block);
-	void *leave_ctx;
+	/* Called when the head takes the run [start, start + count), before
+	 * anything is placed in it: its blocks hold nothing live; may be
+	 * NULL. */
+	void (*on_enter)(void *ctx, uint64_t start, uint64_t count);
+	void *hook_ctx;            /* @ctx of both */
 };
 
 /* @return 0 or -ENOMEM. All blocks start unavailable. */

@@ -12,6 +12,7 @@
 #ifndef CSDFS_IO_H
 #define CSDFS_IO_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,6 +54,11 @@ struct csdfs_io_ops {
 	int (*sync)(struct csdfs_io *io);
 	/* Give [off, off + len) back to the host (punch a hole). */
 	int (*punch)(struct csdfs_io *io, uint64_t off, uint64_t len);
+	/* Optional: make [off, off + len) (whole 4 KiB blocks) read as zeros
+	 * while keeping its space (FALLOC_FL_ZERO_RANGE), so that a later
+	 * write of part of one of its blocks needs no read of the rest.
+	 * -EOPNOTSUPP where the host cannot. */
+	int (*zero)(struct csdfs_io *io, uint64_t off, uint64_t len);
 	/* Release the backend (closing the descriptors it owns); once, with
 	 * no other call in flight. */
 	void (*close)(struct csdfs_io *io);
@@ -143,6 +149,12 @@ static inline int csdfs_io_punch(struct csdfs_io *io, uint64_t off,
 	return io->ops->punch(io, off, len);
 }
 
+static inline int csdfs_io_zero(struct csdfs_io *io, uint64_t off,
+				uint64_t len)
+{
+	return io->ops->zero ? io->ops->zero(io, off, len) : -EOPNOTSUPP;
+}
+
 static inline void csdfs_io_close(struct csdfs_io *io)
 {
 	if (io->ops)
@@ -152,8 +164,8 @@ static inline void csdfs_io_close(struct csdfs_io *io)
 
 /*
  * Fault injection (tests): wraps an open csdfs_io so that the @nth call
- * (1-based, counting pread (direct ones too), pwrite, sync and punch
- * together, or only the kinds in @kinds) fails with -@err; with @sticky
+ * (1-based, counting pread (direct ones too), pwrite, sync, punch and
+ * zero together, or only the kinds in @kinds) fails with -@err; with @sticky
  * every later call of those kinds fails too. The wrapped backend keeps
  * working otherwise.
  */
@@ -161,7 +173,8 @@ static inline void csdfs_io_close(struct csdfs_io *io)
 #define CSDFS_IO_PWRITE 0x2u
 #define CSDFS_IO_SYNC   0x4u
 #define CSDFS_IO_PUNCH  0x8u
-#define CSDFS_IO_ALL    0xfu
+#define CSDFS_IO_ZERO   0x10u
+#define CSDFS_IO_ALL    0x1fu
 
 struct csdfs_io_fault {
 	unsigned kinds;           /* which calls count and can fail */

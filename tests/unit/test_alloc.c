@@ -2,11 +2,12 @@
 /*
  * Unit tests for alloc.c, the in-memory allocator: pure, no volume. Covers
  * marking free space, byte-exact packing at the head, moving the head to a
- * new run (and giving back what the old run never used), -ENOSPC on a
- * fragmented bitmap, next-fit with wrap-around, the quarantine/reuse cycle
- * around the head's run and in-flight placements, in-flight slot
- * exhaustion, and a randomized model check: placements never overlap a live
- * placement and a new run is only ever cut from blocks marked allocatable.
+ * new run (giving back what the old run never used, telling the volume
+ * which run it took), -ENOSPC on a fragmented bitmap, next-fit with
+ * wrap-around, the quarantine/reuse cycle around the head's run and
+ * in-flight placements, in-flight slot exhaustion, and a randomized model
+ * check: placements never overlap a live placement and a new run is only
+ * ever cut from blocks marked allocatable.
  */
 #include <check.h>
 #include <errno.h>
@@ -161,6 +162,84 @@ START_TEST(test_new_run_returns_untouched)
 	for (uint64_t b = 100; b < 1100; b++)
 		ck_assert_int_eq(avail(&a, b), 0);
 	check_navail(&a);
+	csdfs_alloc_release(&a);
+}
+END_TEST
+
+/* on_enter: once per run the head takes, with that run, before anything
+ * is placed in it and while no one else can be handed its blocks. */
+struct enter_log {
+	struct csdfs_alloc *a;
+	int n;
+	struct { uint64_t start, count, head_end; int taken; } call[8];
+};
+
+static void log_enter(void *ctx, uint64_t start, uint64_t count)
+{
+	struct enter_log *l = ctx;
+	int taken = 1;
+
+	ck_assert_int_lt(l->n, 8);
+	for (uint64_t b = start; b < start + count; b++)
+		taken &= !avail(l->a, b);
+	l->call[l->n].start = start;
+	l->call[l->n].count = count;
+	l->call[l->n].head_end = l->a->head_end;
+	l->call[l->n].taken = taken;
+	l->n++;
+}
+
+/* The @n-th call so far was the last, for run [start, start + count). */
+static void expect_enter(const struct enter_log *l, int n, uint64_t start,
+			 uint64_t count)
+{
+	ck_assert_int_eq(l->n, n);
+	ck_assert_uint_eq(l->call[n - 1].start, start);
+	ck_assert_uint_eq(l->call[n - 1].count, count);
+	ck_assert_int_eq(l->call[n - 1].taken, 1);
+	/* Before the placement: the head had not yet moved there. */
+	ck_assert_uint_ne(l->call[n - 1].head_end, (start + count) * BS);
+}
+
+START_TEST(test_enter_hook)
+{
+	struct csdfs_alloc a;
+	struct enter_log l = { .a = &a };
+	uint64_t pa, pa2;
+
+	setup_alloc(&a, 2000);
+	a.on_enter = log_enter;
+	a.hook_ctx = &l;
+	csdfs_alloc_mark_free(&a, 16, 2);
+	csdfs_alloc_mark_free(&a, 100, 1000);
+
+	ck_assert_int_eq(csdfs_alloc_place(&a, 4096, false, &pa), 0);
+	expect_enter(&l, 1, 16, 2);
+
+	/* A failed placement: no call. */
+	ck_assert_int_eq(csdfs_alloc_place(&a, 2000 * BS, false, &pa), -ENOSPC);
+	ck_assert_int_eq(l.n, 1);
+
+	/* The next run, as long as the head reserves. */
+	ck_assert_int_eq(csdfs_alloc_place(&a, 8192, false, &pa), 0);
+	ck_assert_uint_eq(pa, 100 * BS);
+	expect_enter(&l, 2, 100, 1000);
+
+	/* A placement inside the run: no call. Taking it back rewinds
+	 * within the same run: placing again there calls nothing either. */
+	ck_assert_int_eq(csdfs_alloc_place(&a, 300, false, &pa2), 0);
+	ck_assert_int_eq(l.n, 2);
+	csdfs_alloc_unplace(&a, pa2, 300);
+	ck_assert_int_eq(csdfs_alloc_place(&a, 300, false, &pa2), 0);
+	ck_assert_uint_eq(pa2, 102 * BS);
+	ck_assert_int_eq(l.n, 2);
+
+	/* Fill the run; one more byte moves the head to block 17. */
+	ck_assert_int_eq(csdfs_alloc_place(&a, 1100 * BS - a.head, false, &pa), 0);
+	ck_assert_int_eq(l.n, 2);
+	ck_assert_int_eq(csdfs_alloc_place(&a, 1, false, &pa), 0);
+	ck_assert_uint_eq(pa, 17 * BS);
+	expect_enter(&l, 3, 17, 1);
 	csdfs_alloc_release(&a);
 }
 END_TEST
@@ -815,6 +894,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(basic, test_init_mark_free);
 	tcase_add_test(basic, test_pack_back_to_back);
 	tcase_add_test(basic, test_new_run_returns_untouched);
+	tcase_add_test(basic, test_enter_hook);
 	tcase_add_test(basic, test_enospc_fragmented);
 	tcase_add_test(basic, test_enospc_remembered);
 	tcase_add_test(basic, test_next_fit_wraps);

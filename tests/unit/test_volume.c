@@ -2123,6 +2123,130 @@ START_TEST(test_meta_sync_fails)
 }
 END_TEST
 
+/* ---- reused space zeroed as the head takes it ---------------------------- */
+
+/* 4 KiB blocks of the container that hold any nonzero byte. */
+static uint64_t container_used_blocks(const char *path)
+{
+	char cpath[600], *buf = malloc(1u << 20);
+	uint64_t n = 0;
+	ssize_t got;
+	int fd;
+
+	snprintf(cpath, sizeof(cpath), "%s/%s", path, CSDFS_CONTAINER_NAME);
+	fd = open(cpath, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	while ((got = read(fd, buf, 1u << 20)) > 0) {
+		for (ssize_t b = 0; b < got; b += 4096) {
+			for (ssize_t i = b; i < b + 4096 && i < got; i++) {
+				if (buf[i]) {
+					n++;
+					break;
+				}
+			}
+		}
+	}
+	ck_assert_int_eq(got, 0);
+	close(fd);
+	free(buf);
+	return n;
+}
+
+/* Can the fixture's host zero a range of a file (tmpfs cannot)? */
+static bool host_zeroes(const char *path)
+{
+	char probe[600];
+	int fd, rc;
+
+	snprintf(probe, sizeof(probe), "%s.probe", path);
+	fd = open(probe, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 65536), 0);
+	rc = fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 0, 65536);
+	close(fd);
+	unlink(probe);
+	return rc == 0;
+}
+
+/*
+ * A file's freed blocks (not punched: no_punch) still hold its bytes; the
+ * run the head takes over them after a reopen is zeroed before the first
+ * small write lands in it, so partial-block writes there need no read
+ * back. _i = 1, the counter-check: the zero fails (EIO); the write still
+ * works, the stale bytes stay (what the count below would catch), and the
+ * volume stops asking.
+ */
+START_TEST(test_reused_run_zeroed)
+{
+	char path[512];
+	size_t alen = 2u << 20, blen = 8192, clen = 6u << 20;
+	char *a = malloc(alen), *b = malloc(blen), *c = malloc(clen), *got = malloc(clen);
+	struct csdfs_mount_opts first = { .no_commit_thread = true, .no_punch = true };
+	struct role_fault rf = {
+		.role = CSDFS_IO_CONTAINER,
+		.f = { .kinds = CSDFS_IO_ZERO, .nth = _i ? 1 : 0, .err = EIO },
+	};
+	struct csdfs_mount_opts mo = { .no_commit_thread = true, .no_punch = true,
+				       .io_hook = install_role_fault, .io_hook_arg = &rf };
+	struct csdfs_vol *vol;
+	uint64_t f, before, mid;
+
+	vol = fixture_vol_new(path, sizeof(path), _i ? "zerofail" : "zero", &first);
+	if (!host_zeroes(path)) {
+		fprintf(stderr, "test_reused_run_zeroed: the host of %s cannot zero a range; "
+			"nothing to check\n", path);
+		close_fsck(vol, path);
+		goto out;
+	}
+	rng_state = 77;
+	fill(K_RANDOM, a, alen);
+	fill(K_HALF, b, blen);
+	fill(K_RANDOM, c, clen);
+	f = mkfile(vol, ROOT, "a");
+	wr(vol, f, a, alen, 0);
+	ck_assert_int_eq(csdfs_fs_fsync(vol, f), 0);
+	ck_assert_int_eq(csdfs_fs_unlink(vol, ROOT, "a"), 0);
+	close_fsck(vol, path);
+	before = container_used_blocks(path);
+	ck_assert_uint_ge(before, alen / 4096);    /* a's bytes are still there */
+
+	/* After the reopen the head's first run starts where a was. */
+	vol = fixture_vol_open(path, &mo);
+	f = mkfile(vol, ROOT, "b");
+	wr(vol, f, b, blen, 0);
+	ck_assert_int_eq(csdfs_fs_fsync(vol, f), 0);
+	mid = container_used_blocks(path);
+	if (_i)     /* nothing zeroed: b only rewrote a block of a's */
+		ck_assert_uint_ge(mid, before);
+	else        /* a's blocks are gone but for the one b's bytes fill */
+		ck_assert_msg(mid + alen / 4096 - 8 <= before,
+			      "%llu nonzero blocks before b, %llu after",
+			      (unsigned long long)before, (unsigned long long)mid);
+	ck_assert_uint_ge(rf.f.calls, 1);
+	ck_assert_uint_eq(rf.f.failed, (unsigned)_i);
+	/* More than a run (4 MiB): the head moves on, and asks again only
+	 * while the host obliges. */
+	f = mkfile(vol, ROOT, "c");
+	wr(vol, f, c, clen, 0);
+	ck_assert_int_eq(csdfs_fs_fsync(vol, f), 0);
+	if (_i)
+		ck_assert_uint_eq(rf.f.calls, 1);
+	else
+		ck_assert_uint_ge(rf.f.calls, 2);
+	ck_assert_int_eq(csdfs_fs_read(vol, lookup(vol, ROOT, "b"), got, blen, 0),
+			 (ssize_t)blen);
+	ck_assert(!memcmp(got, b, blen));
+	ck_assert_int_eq(csdfs_fs_read(vol, f, got, clen, 0), (ssize_t)clen);
+	ck_assert(!memcmp(got, c, clen));
+	close_fsck(vol, path);
+out:
+	free(a);
+	free(b);
+	free(c);
+	free(got);
+}
+END_TEST
+
 /* The rest of a partly read chunk, for the kernel's cache: handed out with
  * the file's store generation, usable only while nothing changed. */
 static uint64_t around_gen;
@@ -3117,6 +3241,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(life, test_shown_blocks);
 	tcase_add_test(life, test_store_if_unchanged);
 	tcase_add_loop_test(life, test_meta_sync_fails, 0, 2);
+	tcase_add_loop_test(life, test_reused_run_zeroed, 0, 2);
 	tcase_add_test(life, test_full_volume);
 	tcase_add_loop_test(life, test_full_churn, 0, 2);
 	tcase_add_test(life, test_stray_orphan_record);
