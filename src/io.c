@@ -125,6 +125,8 @@ static int posix_punch(struct csdfs_io *io, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/* A host that lacks the mode may say EINVAL rather than EOPNOTSUPP (the
+ * caller's ranges are whole blocks inside the file): both mean "cannot". */
 static int posix_zero(struct csdfs_io *io, uint64_t off, uint64_t len)
 {
 	if (fallocate(io->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
