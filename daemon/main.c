@@ -69,7 +69,7 @@ static const struct opt_def opt_defs[] = {
 	{ "cache_size=%s", O_CACHE_SIZE, OPT_SIZE, 0, 64ull << 30, NULL,
 	  "-o cache_size=SIZE", "decoded-chunk cache (default 64M; 0 disables)" },
 	{ "readahead=%s", O_READAHEAD, OPT_SIZE, 0, 64ull << 20, NULL,
-	  "-o readahead=SIZE", "kernel readahead for the mount (default 1M when run\n"
+	  "-o readahead=SIZE", "kernel readahead for the mount (default 4M when run\n"
 	  "as root; 0 keeps the kernel's 128K)" },
 	{ "max_dirty=%s", O_MAX_DIRTY, OPT_SIZE, 0, 16ull << 30, NULL,
 	  "-o max_dirty=SIZE", "dirty page cache the kernel may hold for the mount\n"
@@ -486,8 +486,13 @@ int main(int argc, char *argv[])
 	struct after_init ai = { 0 };
 	unsigned threads;
 	char err[512], fsname[4200], why[256], *mnt = NULL;
+	/* Readahead 4 MiB: a cold sequential 64 KiB reader of a 1 GiB file
+	 * (lz4, incompressible) made 20k reads/s at 1 MiB, 25k at 4 MiB and
+	 * 8 MiB, 18k at 16 MiB; 2:1 data 24k at 1 MiB, 30k at 4 MiB.
+	 * Random readers are not affected: the kernel reads ahead only
+	 * for a sequential pattern. */
 	struct csdfs_bdi_tuning bdi = {
-		.readahead = 1ull << 20, .max_dirty = CSDFS_BDI_AUTO, .f = &f,
+		.readahead = 4ull << 20, .max_dirty = CSDFS_BDI_AUTO, .f = &f,
 	};
 	int rc, ret = 1;
 
