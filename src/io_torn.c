@@ -4,13 +4,18 @@
  * option test_torn): it behaves like a device that acknowledges a write
  * before all of it has landed and does not wait for the rest at a flush.
  * Of a pwrite longer than one 4 KiB piece it writes the first piece at
- * once and queues the rest, which a worker thread writes a piece at a time
- * with a pause between pieces; sync does not wait for the queue. So a
- * commit can make a mapping durable while the tail of the chunk it maps is
- * still in the queue, and a kill -9 then loses the tail: the page is torn
- * on disk, which the checkers must notice (csdfs reports it as a checksum
- * mismatch). Everything else is honest: a read, write or punch that
- * overlaps queued bytes first writes the whole queue out, so the running
+ * once and queues the rest; sync does not wait for the queue. A worker
+ * thread writes the queue out a piece at a time with a pause between
+ * pieces, but only the tails of writes HOLD_SYNCS syncs old: the first
+ * sync after a write is the one its mapping's commit (a journal segment or
+ * LMDB's) follows, so for several fsyncs after it a commit maps a chunk
+ * whose tail has not landed, however fast or slow the host runs (a time
+ * bound let a slow sanitizer build land every tail first). A kill -9 loses the
+ * tail: the page is torn on disk, which the checkers must notice (csdfs
+ * reports it as a checksum mismatch). Past QUEUED_MAX the worker drains
+ * regardless, so a writer that never syncs cannot grow the queue without
+ * bound. Everything else is honest: a read, write or punch that
+ * overlaps queued bytes first lands those writes whole, so the running
  * volume never sees the tear, and close drains it.
  */
 #include <errno.h>
@@ -27,10 +32,13 @@
 #define PAUSE_US 2000
 /* Writers wait (a bounded while) once this much is queued. */
 #define QUEUED_MAX (8u << 20)
+/* A tail lands once this many syncs followed its write (see above). */
+#define HOLD_SYNCS 8
 
 struct torn_write {
 	struct torn_write *next;
 	uint64_t off;
+	uint64_t gen;              /* syncs before this write */
 	size_t len, done;          /* bytes of buf[] written so far */
 	char buf[];
 };
@@ -41,6 +49,7 @@ struct torn_state {
 	pthread_cond_t cv;         /* queue changed */
 	struct torn_write *head, *tail;  /* lock */
 	size_t queued;             /* lock: bytes not yet written */
+	uint64_t syncs;            /* lock: syncs so far */
 	bool stopping;             /* lock */
 	int err;                   /* lock: first failed queued write */
 	pthread_t worker;
@@ -51,11 +60,13 @@ static struct torn_state *state_of(struct csdfs_io *io)
 	return io->priv;
 }
 
-/* Write the next piece of the queue's head (s->lock held). */
-static void write_piece_locked(struct torn_state *s)
+/* Write @n more bytes of @w, which *@link points to and which follows
+ * @prev (NULL: the head); once all of it has landed, drop it (s->lock
+ * held). */
+static void write_part_locked(struct torn_state *s, struct torn_write **link,
+			      struct torn_write *prev, size_t n)
 {
-	struct torn_write *w = s->head;
-	size_t n = w->len - w->done < PIECE ? w->len - w->done : PIECE;
+	struct torn_write *w = *link;
 	int rc = csdfs_io_pwrite(&s->inner, w->buf + w->done, n, w->off + w->done);
 
 	if (rc && !s->err)
@@ -63,9 +74,9 @@ static void write_piece_locked(struct torn_state *s)
 	w->done += n;
 	s->queued -= n;
 	if (w->done == w->len) {
-		s->head = w->next;
-		if (!s->head)
-			s->tail = NULL;
+		*link = w->next;
+		if (s->tail == w)
+			s->tail = prev;
 		free(w);
 	}
 	pthread_cond_broadcast(&s->cv);
@@ -74,28 +85,37 @@ static void write_piece_locked(struct torn_state *s)
 static void drain_locked(struct torn_state *s)
 {
 	while (s->head)
-		write_piece_locked(s);
+		write_part_locked(s, &s->head, NULL, s->head->len - s->head->done);
 }
 
-static bool overlaps_locked(struct torn_state *s, uint64_t off, size_t len)
-{
-	for (struct torn_write *w = s->head; w; w = w->next)
-		if (off < w->off + w->len && w->off < off + len)
-			return true;
-	return false;
-}
-
-/* Make [off, off + len) honest before it is read, rewritten or punched. */
+/* Make [off, off + len) honest before it is read, rewritten or punched:
+ * the queued writes it overlaps land whole, the others stay torn (a read
+ * of one chunk must not settle every chunk in flight). */
 static int settle(struct torn_state *s, uint64_t off, size_t len)
 {
+	struct torn_write **link = &s->head, *prev = NULL;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	if (overlaps_locked(s, off, len))
-		drain_locked(s);
+	while (*link) {
+		struct torn_write *w = *link;
+
+		if (off < w->off + w->len && w->off < off + len) {
+			write_part_locked(s, link, prev, w->len - w->done);
+		} else {
+			prev = w;
+			link = &w->next;
+		}
+	}
 	rc = s->err;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+/* The worker may write the head's next piece (s->lock held). */
+static bool due_locked(const struct torn_state *s)
+{
+	return s->head && (s->syncs >= s->head->gen + HOLD_SYNCS || s->queued > QUEUED_MAX);
 }
 
 static void *torn_worker(void *arg)
@@ -104,7 +124,7 @@ static void *torn_worker(void *arg)
 
 	pthread_mutex_lock(&s->lock);
 	while (!s->stopping) {
-		if (!s->head) {
+		if (!due_locked(s)) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -112,7 +132,9 @@ static void *torn_worker(void *arg)
 			pthread_cond_timedwait(&s->cv, &s->lock, &ts);
 			continue;
 		}
-		write_piece_locked(s);
+		write_part_locked(s, &s->head, NULL,
+				  s->head->len - s->head->done < PIECE ?
+					  s->head->len - s->head->done : PIECE);
 		pthread_mutex_unlock(&s->lock);
 		usleep(PAUSE_US);
 		pthread_mutex_lock(&s->lock);
@@ -160,6 +182,7 @@ static int torn_pwrite(struct csdfs_io *io, const void *buf, size_t len,
 	w->done = 0;
 	memcpy(w->buf, (const char *)buf + PIECE, w->len);
 	pthread_mutex_lock(&s->lock);
+	w->gen = s->syncs;
 	/* A bounded wait for room; past it the queue just grows. */
 	for (int i = 0; i < 100 && s->queued > QUEUED_MAX; i++) {
 		struct timespec ts;
@@ -186,7 +209,14 @@ static int torn_pwrite(struct csdfs_io *io, const void *buf, size_t len,
 /* The lie: the queue is not waited for. */
 static int torn_sync(struct csdfs_io *io)
 {
-	return csdfs_io_sync(&state_of(io)->inner);
+	struct torn_state *s = state_of(io);
+	int rc = csdfs_io_sync(&s->inner);
+
+	pthread_mutex_lock(&s->lock);
+	s->syncs++;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 static int torn_punch(struct csdfs_io *io, uint64_t off, uint64_t len)

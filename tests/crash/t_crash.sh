@@ -141,8 +141,12 @@ for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
 	# still being torn down here, and its workload then dies of the
 	# aborted requests: give it a moment to be gone (up to 10 s: a thread
 	# in a host fdatasync finishes it before SIGKILL takes it, and on a
-	# loaded CI disk that was seen to take over 2 s).
-	if [ -n "$KILL_AT" ] && pid_alive "$DAEMON_PID" && ! pid_alive "$WL_PID"; then
+	# loaded CI disk that was seen to take over 2 s). The workload is
+	# looked at once, before the daemon: looked at after, it may have died
+	# of a self-kill that came between the two looks.
+	wl_dead=0
+	pid_alive "$WL_PID" || wl_dead=1
+	if [ -n "$KILL_AT" ] && [ $wl_dead = 1 ]; then
 		for ((grace = 0; grace < 100; grace++)); do
 			pid_alive "$DAEMON_PID" || break
 			sleep 0.1
@@ -150,7 +154,7 @@ for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
 	fi
 	if pid_alive "$DAEMON_PID"; then
 		[ -n "$KILL_AT" ] && what+=" (not reached: timer after ${ms} ms)"
-		if ! pid_alive "$WL_PID"; then
+		if [ $wl_dead = 1 ]; then
 			wait "$WL_PID"
 			fail "$what: the workload died before the crash (exit $?)"
 			WL_PID=
