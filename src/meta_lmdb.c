@@ -530,16 +530,30 @@ int csdfs_meta_open(const char *dir, bool create, uint64_t mapsize,
 	rc = data_wrap(meta);
 	if (rc)
 		goto out_close;
-	/* A data file shorter than the pages LMDB says it holds would fault
-	 * (SIGBUS) on first access: refuse it as corrupt instead. */
+	/*
+	 * data.mdb may end before the last page LMDB counts, and rightly: a
+	 * page a transaction allocated and freed again (a loose page) is never
+	 * written, yet counts in me_last_pgno (seen after a clean unmount: a
+	 * file of 641 pages, last page 641). Nothing refers to such a page.
+	 * But a file cut short would fault (SIGBUS) on the first read of a
+	 * page past its end: extend it with zeros to what LMDB counts, so a
+	 * page truly lost reads as zeros, which LMDB reports as corrupt.
+	 */
 	if (!create) {
 		MDB_envinfo info;
 		MDB_stat mst;
+		uint64_t need;
 
-		if (mdb_env_info(meta->env, &info) || mdb_env_stat(meta->env, &mst) ||
-		    stat(datafile, &st) ||
-		    (uint64_t)st.st_size < (uint64_t)(info.me_last_pgno + 1) * mst.ms_psize) {
-			rc = -EUCLEAN;
+		rc = mdb_err(mdb_env_info(meta->env, &info));
+		if (!rc)
+			rc = mdb_err(mdb_env_stat(meta->env, &mst));
+		if (!rc && fstat(meta->data.fd, &st))
+			rc = -errno;
+		if (rc)
+			goto out_close;
+		need = (uint64_t)(info.me_last_pgno + 1) * mst.ms_psize;
+		if ((uint64_t)st.st_size < need && ftruncate(meta->data.fd, (off_t)need)) {
+			rc = -errno;
 			goto out_close;
 		}
 	}

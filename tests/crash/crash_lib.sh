@@ -116,6 +116,19 @@ crash() {
 }
 
 # run_for MS: wait MS milliseconds, or less if the daemon dies
+# await_self_kill: after the load died of the daemon's self-kill, give the
+# daemon up to 10 s to be gone (a thread in a host fdatasync finishes it
+# before SIGKILL takes it; on a loaded CI disk that took over 2 s). 0 if
+# it is gone.
+await_self_kill() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		pid_alive "$DAEMON_PID" || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 run_for() {
 	local end=$((${EPOCHREALTIME/./} / 1000 + $1))
 	while [ $((${EPOCHREALTIME/./} / 1000)) -lt $end ]; do

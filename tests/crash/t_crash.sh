@@ -139,19 +139,12 @@ for ((pt = 1; pt <= CRASH_POINTS; pt++)); do
 	run_for "$ms"
 	# A daemon that kills itself at its event just as the timer ends is
 	# still being torn down here, and its workload then dies of the
-	# aborted requests: give it a moment to be gone (up to 10 s: a thread
-	# in a host fdatasync finishes it before SIGKILL takes it, and on a
-	# loaded CI disk that was seen to take over 2 s). The workload is
+	# aborted requests: give it a moment to be gone. The workload is
 	# looked at once, before the daemon: looked at after, it may have died
 	# of a self-kill that came between the two looks.
 	wl_dead=0
 	pid_alive "$WL_PID" || wl_dead=1
-	if [ -n "$KILL_AT" ] && [ $wl_dead = 1 ]; then
-		for ((grace = 0; grace < 100; grace++)); do
-			pid_alive "$DAEMON_PID" || break
-			sleep 0.1
-		done
-	fi
+	[ -n "$KILL_AT" ] && [ $wl_dead = 1 ] && await_self_kill
 	if pid_alive "$DAEMON_PID"; then
 		[ -n "$KILL_AT" ] && what+=" (not reached: timer after ${ms} ms)"
 		if [ $wl_dead = 1 ]; then

@@ -281,15 +281,8 @@ for ((i = 1; i <= MDB_CRASHES; i++)); do
 	died=
 	if ! load_alive; then
 		# The clients see the daemon's self-kill first, and the daemon
-		# may still be on its way out (a thread in a host sync): give it
-		# up to 10 s to be gone, as t_crash does.
-		if [ -n "$KILL_AT" ]; then
-			for ((grace = 0; grace < 100; grace++)); do
-				pid_alive "$DAEMON_PID" || break
-				sleep 0.1
-			done
-		fi
-		[ -n "$KILL_AT" ] && ! pid_alive "$DAEMON_PID" || died=$WHY
+		# may still be on its way out.
+		[ -n "$KILL_AT" ] && await_self_kill || died=$WHY
 	elif ! pid_alive "$DAEMON_PID" && [ -z "$KILL_AT" ]; then
 		died="csdfs exited"
 	fi

@@ -487,6 +487,14 @@ START_TEST(test_open_bad)
 	}
 	expect_open_fails(path, -EUCLEAN, "garbage data.mdb");
 
+	/* data.mdb cut to its two meta pages: its trees' pages read as zeros
+	 * (not SIGBUS past the end), which LMDB finds corrupt. */
+	fixture_path(path, sizeof(path), "cutmeta");
+	fixture_vol_create(path, NULL);
+	snprintf(f, sizeof(f), "%s/meta/data.mdb", path);
+	ck_assert_int_eq(truncate(f, 2 * 4096), 0);
+	expect_open_fails(path, -EUCLEAN, "data.mdb of its meta pages only");
+
 	/* Metadata of another volume (uuid mismatch). */
 	fixture_path(path, sizeof(path), "swap-a");
 	fixture_path(p2, sizeof(p2), "swap-b");
