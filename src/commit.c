@@ -2,7 +2,8 @@
 /*
  * Operations and group commit.
  *
- * An operation is a nested LMDB transaction inside the open group; what it
+ * An operation is a nested transaction inside the open group (a savepoint
+ * in the group's LMDB transaction, see meta_lmdb.c SAVEPOINTS); what it
  * changes in memory (counters, freed blocks, codec mix) is applied only if
  * it commits. All operations since the last commit live in one top-level
  * LMDB write transaction. A commit writes LMDB's pages into the page cache
@@ -51,6 +52,7 @@ int64_t csdfs_now_ns(void)
 /* ---- operations ---------------------------------------------------------- */
 
 static int group_commit(struct csdfs_vol *vol, uint64_t min_chunks);
+static int fail_locked(struct csdfs_vol *vol, int rc);
 
 int csdfs_op_begin(struct csdfs_vol *vol, struct csdfs_op *op)
 {
@@ -127,6 +129,10 @@ int csdfs_op_end(struct csdfs_op *op, int rc)
 		} else {
 			csdfs_meta_abort(op->txn);
 		}
+		/* The operation's changes could not be undone: the group
+		 * cannot commit, so the volume fails as if its commit had. */
+		if (vol->group && csdfs_meta_broken(vol->group))
+			fail_locked(vol, csdfs_meta_broken(vol->group));
 		if (!rc) {
 			csdfs_counters_add(&vol->counters, &op->delta);
 			for (size_t i = 0; i < op->nfreed && !rc; i++)
@@ -465,10 +471,11 @@ static void fit_cache_locked(struct csdfs_vol *vol)
 	csdfs_cache_set_budget(vol->cache, vol->cache_size - (meta < cap ? meta : cap));
 }
 
-/* malloc's free memory the daemon keeps rather than hands back: each
- * write operation's nested LMDB transaction takes and frees about 3 MiB,
- * so a hand-back below this only makes the next operations fault the same
- * pages in again. */
+/* malloc's free memory the daemon keeps rather than hands back: a group's
+ * redo buffer grows to megabytes, and an operation in a group whose redo
+ * outgrew its keep limit is an LMDB nested transaction that takes and
+ * frees about 3 MiB, so a hand-back below this only makes the next
+ * operations fault the same pages in again. */
 #define HEAP_KEEP_FREE (32u << 20)
 
 /*

@@ -101,7 +101,8 @@ struct csdfs_meta {
 	 * may name it (csdfs_meta_set_companion); NULL: nothing. */
 	int (*companion)(void *arg);
 	void *companion_arg;
-	size_t redo_limit;         /* csdfs_meta_set_redo: 0, none kept */
+	size_t redo_limit;         /* csdfs_meta_set_redo: 0, no journal */
+	uint64_t rebuilds;         /* SAVEPOINTS: root transactions rebuilt */
 	/* The last group's redo buffer, kept for the next group (atomic
 	 * exchange: taken at a top-level begin, given back at its end), so a
 	 * group does not grow its buffer again by reallocations, each copying
@@ -121,12 +122,15 @@ struct csdfs_meta {
 struct csdfs_redo {
 	unsigned char *buf;
 	size_t len, cap;
-	bool over;                 /* outgrew redo_limit: incomplete */
+	bool over;                 /* outgrew its keep limit: incomplete */
 };
 
 #define REDO_PUT 1
 #define REDO_DEL 2
 #define REDO_HDR 8
+/* Redo is kept up to this much (or the journal's limit, if larger) for
+ * SAVEPOINTS, journal or not. */
+#define REDO_KEEP_MAX (8u << 20)
 /* A buffer larger than this is freed at its group's end, not kept. */
 #define REDO_SPARE_MAX (4u << 20)
 
@@ -161,13 +165,31 @@ static void redo_give_back(struct csdfs_meta *meta, struct csdfs_redo *r)
 	r->cap = r->len = 0;
 }
 
+/* SAVEPOINTS. A nested transaction whose root keeps a complete redo is a
+ * savepoint: it has no LMDB transaction of its own but works in its root's,
+ * and remembers where the root's redo stood when it began. Committing one
+ * costs nothing; aborting one that changed something rebuilds the root: a
+ * fresh LMDB transaction (the root is the only writer, so it begins on the
+ * same snapshot) replays the redo up to the mark. LMDB's own nested
+ * transactions cost 3 MiB of malloc and a copy of every page they touch,
+ * per operation; aborts that changed something are rare (a full disk, an
+ * I/O error mid-operation), so the replay is the cheaper trade. An error
+ * that fails LMDB's transaction (MDB_MAP_FULL and the like) is undone the
+ * same way, so it still fails only the operation that met it. Once the
+ * root's redo is incomplete (it outgrew REDO_KEEP_MAX), nested
+ * transactions are LMDB's again. */
 struct csdfs_txn {
 	struct csdfs_meta *meta;
-	MDB_txn *txn;
+	MDB_txn *txn;              /* a savepoint's is its root's: see mtxn() */
 	bool top;                  /* not nested */
+	bool savepoint;            /* nested without an LMDB transaction */
 	struct csdfs_txn *root;    /* the top-level transaction (self if top) */
 	size_t redo_mark;          /* nested: root's redo length at begin */
-	struct csdfs_redo redo;    /* top only */
+	/* top only: */
+	struct csdfs_redo redo;
+	bool journal;              /* a redo limit was set at begin */
+	bool poisoned;             /* LMDB may have failed txn (MDB_TXN_ERROR) */
+	int broken;                /* it did, and no rebuild could undo it */
 };
 
 struct csdfs_cursor {
@@ -625,31 +647,122 @@ uint64_t csdfs_meta_file_bytes(struct csdfs_meta *meta)
 	return (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
 }
 
+/* The LMDB transaction @t works in (SAVEPOINTS: a rebuild replaces the
+ * root's). */
+static MDB_txn *mtxn(const struct csdfs_txn *t)
+{
+	return t->savepoint ? t->root->txn : t->txn;
+}
+
+/* LMDB returned @rc in @t: note whether it may have failed the
+ * transaction. "Not found", "exists" and a refused argument (checked
+ * before anything changes) are sure not to; a real nested transaction
+ * keeps its failure to itself. */
+static int mdb_noted(struct csdfs_txn *t, int rc)
+{
+	if (rc && rc != MDB_NOTFOUND && rc != MDB_KEYEXIST && rc != EINVAL &&
+	    rc != MDB_BAD_VALSIZE && mtxn(t) == t->root->txn)
+		t->root->poisoned = true;
+	return mdb_err(rc);
+}
+
+static int replay_raw(void *arg, bool put, enum csdfs_db db,
+		      const struct csdfs_val *k, const struct csdfs_val *v)
+{
+	struct csdfs_txn *root = arg;
+	MDB_val mk = { k->len, (void *)k->data }, mv = { v->len, (void *)v->data };
+	MDB_dbi dbi = root->meta->dbi[db];
+
+	return mdb_err(put ? mdb_put(root->txn, dbi, &mk, &mv, 0) :
+			     mdb_del(root->txn, dbi, &mk, NULL));
+}
+
+/* SAVEPOINTS: bring @root back to where its redo stood at @mark, in a
+ * fresh LMDB transaction. The prefix was complete when the savepoint
+ * began. On failure the root is broken: every later use fails with it. */
+static void rebuild(struct csdfs_txn *root, size_t mark)
+{
+	struct csdfs_meta *meta = root->meta;
+	int rc;
+
+	mdb_txn_abort(root->txn);
+	root->txn = NULL;
+	meta->rebuilds++;
+	rc = mdb_err(mdb_txn_begin(meta->env, NULL, 0, &root->txn));
+	if (!rc)
+		rc = csdfs_meta_redo_each(root->redo.buf, mark, replay_raw, root);
+	root->redo.len = mark;
+	root->redo.over = false;
+	root->poisoned = false;
+	if (rc) {
+		if (root->txn)
+			mdb_txn_abort(root->txn);
+		root->txn = NULL;
+		root->broken = rc;
+		csdfs_log(LOG_ERR, "cannot undo a failed metadata operation: %s",
+			  strerror(-rc));
+	}
+}
+
 int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
 		     struct csdfs_txn **out)
 {
-	struct csdfs_txn *t = malloc(sizeof(*t));
+	struct csdfs_txn *t, *root = parent ? parent->root : NULL;
 	int rc;
 
+	if (root && root->broken)
+		return root->broken;
+	t = malloc(sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	memset(t, 0, sizeof(*t));
 	t->meta = meta;
 	t->top = !parent;
-	t->root = parent ? parent->root : t;
-	t->redo_mark = t->root->redo.len;
-	/* Changes made before a limit was set are not kept: incomplete. */
-	if (!parent && !meta->redo_limit)
-		t->redo.over = true;
-	else if (!parent)
+	t->root = parent ? root : t;
+	if (!parent) {
+		t->journal = meta->redo_limit != 0;
 		redo_take_spare(meta, &t->redo);
-	rc = mdb_txn_begin(meta->env, parent ? parent->txn : NULL, 0, &t->txn);
+		rc = mdb_txn_begin(meta->env, NULL, 0, &t->txn);
+	} else if (!root->redo.over && mtxn(parent) == root->txn) {
+		/* A failure before this one (in the root itself) is undone
+		 * first, so the mark is a state LMDB can reach. */
+		if (root->poisoned)
+			rebuild(root, root->redo.len);
+		t->savepoint = true;
+		rc = root->broken ? MDB_PANIC : 0;
+	} else {
+		rc = mdb_txn_begin(meta->env, mtxn(parent), 0, &t->txn);
+	}
+	t->redo_mark = t->root->redo.len;
 	if (rc) {
+		if (!parent)
+			redo_give_back(meta, &t->redo);
 		free(t);
-		return mdb_err(rc);
+		return root && root->broken ? root->broken : mdb_err(rc);
 	}
 	*out = t;
 	return 0;
+}
+
+int csdfs_meta_broken(struct csdfs_txn *txn)
+{
+	return txn->root->broken;
+}
+
+uint64_t csdfs_meta_rebuilds(struct csdfs_meta *meta)
+{
+	return meta->rebuilds;
+}
+
+/* End savepoint @sp; @undo: take back what it changed. */
+static void savepoint_end(struct csdfs_txn *sp, bool undo)
+{
+	struct csdfs_txn *root = sp->root;
+
+	if (root->poisoned ||
+	    (undo && (root->redo.len != sp->redo_mark || root->redo.over)))
+		rebuild(root, sp->redo_mark);
+	free(sp);
 }
 
 /* Part @i of a sync: 0 data.mdb, 1 the companion. */
@@ -685,11 +798,24 @@ int csdfs_meta_commit_group(struct csdfs_txn *txn)
 
 	/* A nested commit only merges into its parent: no id, nothing to
 	 * sync, and no wait behind a sync (its caller may hold locks). */
+	if (txn->savepoint) {
+		struct csdfs_txn *root = txn->root;
+		bool failed = root->poisoned;
+
+		/* A change LMDB failed is undone, not committed. */
+		savepoint_end(txn, failed);
+		return failed ? (root->broken ? root->broken : -EIO) : 0;
+	}
 	if (!txn->top) {
 		rc = mdb_err(mdb_txn_commit(txn->txn));
 		if (rc)    /* LMDB aborted it: so are its changes */
 			txn->root->redo.len = txn->redo_mark;
 		free(txn);
+		return rc;
+	}
+	if (txn->broken) {
+		rc = txn->broken;
+		csdfs_meta_abort(txn);
 		return rc;
 	}
 	pthread_mutex_lock(&meta->sync_lock);
@@ -748,7 +874,12 @@ void csdfs_meta_abort(struct csdfs_txn *txn)
 {
 	if (!txn)
 		return;
-	mdb_txn_abort(txn->txn);
+	if (txn->savepoint) {
+		savepoint_end(txn, true);
+		return;
+	}
+	if (txn->txn)
+		mdb_txn_abort(txn->txn);
 	txn->root->redo.len = txn->redo_mark;
 	if (txn->top)
 		redo_give_back(txn->meta, &txn->redo);
@@ -767,7 +898,8 @@ static void redo_add(struct csdfs_txn *txn, int op, enum csdfs_db db,
 
 	if (r->over)
 		return;
-	if (r->len + need > txn->meta->redo_limit) {
+	if (r->len + need > (txn->meta->redo_limit > REDO_KEEP_MAX ?
+			     txn->meta->redo_limit : REDO_KEEP_MAX)) {
 		r->over = true;
 		return;
 	}
@@ -804,7 +936,7 @@ int csdfs_meta_redo(struct csdfs_txn *top, const void **buf, size_t *len)
 {
 	if (!top->top)
 		return -EINVAL;
-	if (top->redo.over || !top->meta->redo_limit)
+	if (!top->journal || top->redo.over || top->redo.len > top->meta->redo_limit)
 		return -EOVERFLOW;
 	*buf = top->redo.buf;
 	*len = top->redo.len;
@@ -876,10 +1008,10 @@ int csdfs_meta_get(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
 		   size_t klen, struct csdfs_val *val)
 {
 	MDB_val k = { klen, (void *)key }, v;
-	int rc = mdb_get(txn->txn, txn->meta->dbi[db], &k, &v);
+	int rc = mdb_get(mtxn(txn), txn->meta->dbi[db], &k, &v);
 
 	if (rc)
-		return mdb_err(rc);
+		return mdb_noted(txn, rc);
 	val->data = v.mv_data;
 	val->len = v.mv_size;
 	return 0;
@@ -889,23 +1021,23 @@ int csdfs_meta_put(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
 		   size_t klen, const void *val, size_t vlen, unsigned flags)
 {
 	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val };
-	int rc = mdb_put(txn->txn, txn->meta->dbi[db], &k, &v,
+	int rc = mdb_put(mtxn(txn), txn->meta->dbi[db], &k, &v,
 			 (flags & CSDFS_PUT_NOOVERWRITE) ? MDB_NOOVERWRITE : 0);
 
 	if (!rc)
 		redo_add(txn, REDO_PUT, db, &k, &v);
-	return mdb_err(rc);
+	return mdb_noted(txn, rc);
 }
 
 int csdfs_meta_del(struct csdfs_txn *txn, enum csdfs_db db, const void *key,
 		   size_t klen)
 {
 	MDB_val k = { klen, (void *)key };
-	int rc = mdb_del(txn->txn, txn->meta->dbi[db], &k, NULL);
+	int rc = mdb_del(mtxn(txn), txn->meta->dbi[db], &k, NULL);
 
 	if (!rc)
 		redo_add(txn, REDO_DEL, db, &k, NULL);
-	return mdb_err(rc);
+	return mdb_noted(txn, rc);
 }
 
 int csdfs_cursor_open(struct csdfs_txn *txn, enum csdfs_db db,
@@ -916,10 +1048,10 @@ int csdfs_cursor_open(struct csdfs_txn *txn, enum csdfs_db db,
 
 	if (!c)
 		return -ENOMEM;
-	rc = mdb_cursor_open(txn->txn, txn->meta->dbi[db], &c->cur);
+	rc = mdb_cursor_open(mtxn(txn), txn->meta->dbi[db], &c->cur);
 	if (rc) {
 		free(c);
-		return mdb_err(rc);
+		return mdb_noted(txn, rc);
 	}
 	c->txn = txn;
 	c->db = db;
@@ -942,7 +1074,7 @@ static int cursor_op(struct csdfs_cursor *cur, MDB_val *k, struct csdfs_val *ko,
 	int rc = mdb_cursor_get(cur->cur, k, &v, op);
 
 	if (rc)
-		return mdb_err(rc);
+		return mdb_noted(cur->txn, rc);
 	if (ko) {
 		ko->data = k->mv_data;
 		ko->len = k->mv_size;
@@ -986,10 +1118,10 @@ int csdfs_cursor_del(struct csdfs_cursor *cur)
 
 	/* Without redo kept, a delete is LMDB's alone. */
 	if (cur->txn->root->redo.over)
-		return mdb_err(mdb_cursor_del(cur->cur, 0));
+		return mdb_noted(cur->txn, mdb_cursor_del(cur->cur, 0));
 	rc = mdb_cursor_get(cur->cur, &k, &v, MDB_GET_CURRENT);
 	if (rc)
-		return mdb_err(rc);
+		return mdb_noted(cur->txn, rc);
 	/* The key's bytes live in the page the delete may change. */
 	if (k.mv_size > sizeof(key))
 		return -EINVAL;
@@ -999,5 +1131,5 @@ int csdfs_cursor_del(struct csdfs_cursor *cur)
 		k.mv_data = key;
 		redo_add(cur->txn, REDO_DEL, cur->db, &k, NULL);
 	}
-	return mdb_err(rc);
+	return mdb_noted(cur->txn, rc);
 }

@@ -81,10 +81,19 @@ uint64_t csdfs_meta_file_bytes(struct csdfs_meta *meta);
 
 /*
  * csdfs_meta_begin - begin a write transaction, nested in @parent if given.
- * @return 0, -ENOMEM, -EUCLEAN.
+ * A nested one's abort (or a commit after LMDB failed one of its changes)
+ * may rebuild its ancestors' state from their redo: hold no cursor of an
+ * ancestor across it. If that rebuild fails, the top-level transaction is
+ * broken (csdfs_meta_broken): it can only be aborted, and every begin
+ * nested in it fails.
+ * @return 0, -ENOMEM, -EUCLEAN, the broken transaction's error.
  */
 int csdfs_meta_begin(struct csdfs_meta *meta, struct csdfs_txn *parent,
 		     struct csdfs_txn **out);
+/* 0, or the error that broke the top-level transaction of @txn. */
+int csdfs_meta_broken(struct csdfs_txn *txn);
+/* How many times a top-level transaction was rebuilt (for tests). */
+uint64_t csdfs_meta_rebuilds(struct csdfs_meta *meta);
 
 /*
  * csdfs_meta_commit - commit @txn (always ends it). A top-level commit is

@@ -3,7 +3,9 @@
  * Unit tests for meta_lmdb.c, the metadata store adapter: put/get/del round
  * trips on several sub-databases, LMDB's error space translated to -errno
  * (-ENOENT, -EEXIST, -EINVAL, -ENOSPC, -EUCLEAN), nested transactions
- * (a child's abort discards only its own changes), durability across
+ * (a child's abort discards only its own changes, whether it is a savepoint
+ * undone by a rebuild from redo or LMDB's own nested transaction; a full
+ * map fails only the nested one that met it), durability across
  * close/reopen, cursor semantics (seek/next/prev/first/last, the end of the
  * database, delete-then-next across pages), hostile environments (missing,
  * garbage data.mdb, a valid LMDB environment that is not ours), and the
@@ -250,6 +252,8 @@ START_TEST(test_nested_abort_and_commit)
 	put_str(c, CSDFS_DB_DIRENTS, "d", 1, "dirent");
 	expect_none(c, CSDFS_DB_META, "base", 4);
 	csdfs_meta_abort(c);
+	/* A savepoint that changed something is undone by a rebuild. */
+	ck_assert_uint_eq(csdfs_meta_rebuilds(m), 1);
 
 	/* The parent keeps its own change and none of the child's. */
 	expect_val(p, CSDFS_DB_META, "parent", 6, "p1");
@@ -268,6 +272,12 @@ START_TEST(test_nested_abort_and_commit)
 	put_str(gc, CSDFS_DB_META, "grand", 5, "g");
 	ck_assert_int_eq(csdfs_meta_commit(gc), 0);
 	ck_assert_int_eq(csdfs_meta_commit(c), 0);
+	ck_assert_uint_eq(csdfs_meta_rebuilds(m), 2);
+	/* An abort that changed nothing costs no rebuild. */
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	expect_val(c, CSDFS_DB_META, "child2", 6, "c2");
+	csdfs_meta_abort(c);
+	ck_assert_uint_eq(csdfs_meta_rebuilds(m), 2);
 	expect_val(p, CSDFS_DB_META, "child2", 6, "c2");
 	expect_val(p, CSDFS_DB_META, "grand", 5, "g");
 	expect_none(p, CSDFS_DB_META, "grand-aborted", 13);
@@ -294,6 +304,142 @@ START_TEST(test_nested_abort_and_commit)
 	expect_none(p, CSDFS_DB_META, "lost", 4);
 	expect_none(p, CSDFS_DB_META, "lost-child", 10);
 	expect_none(p, CSDFS_DB_DIRENTS, "d", 1);
+	csdfs_meta_abort(p);
+	csdfs_meta_close(m);
+}
+END_TEST
+
+/* A nested transaction that meets a full map fails alone: LMDB failed the
+ * whole transaction underneath, and the rebuild brings back every change
+ * made before it in the same top-level one. */
+START_TEST(test_nested_map_full)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *p, *c;
+	static uint8_t val[64 * 1024];
+	uint8_t k[8];
+	int rc = 0, i, n;
+
+	fixture_dir(dir, sizeof(dir), "nestedfull");
+	ck_assert_int_eq(csdfs_meta_open(dir, true, 1u << 20, NULL, NULL, &m), 0);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
+	put_str(p, CSDFS_DB_META, "keep", 4, "me");
+	ck_assert_int_eq(csdfs_meta_commit(p), 0);
+
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
+	put_str(p, CSDFS_DB_META, "group", 5, "g");
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	put_str(c, CSDFS_DB_META, "op1", 3, "done");
+	ck_assert_int_eq(csdfs_meta_commit(c), 0);
+
+	/* This one fills the map and gives up. */
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	ck_assert_int_eq(csdfs_meta_del(c, CSDFS_DB_META, "keep", 4), 0);
+	for (i = 0; i < 64 && !rc; i++) {
+		key64(k, (uint64_t)i);
+		rc = csdfs_meta_put(c, CSDFS_DB_XATTRS, k, 8, val, sizeof(val), 0);
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	n = i - 1;
+	ck_assert_int_gt(n, 0);
+	csdfs_meta_abort(c);
+	ck_assert_uint_eq(csdfs_meta_rebuilds(m), 1);
+	ck_assert_int_eq(csdfs_meta_broken(p), 0);
+
+	/* One that fills it and commits anyway gets the failure, and its
+	 * changes are undone all the same. */
+	rc = 0;
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	for (i = 100; i < 164 && !rc; i++) {
+		key64(k, (uint64_t)i);
+		rc = csdfs_meta_put(c, CSDFS_DB_XATTRS, k, 8, val, sizeof(val), 0);
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_int_ne(csdfs_meta_commit(c), 0);
+	ck_assert_uint_eq(csdfs_meta_rebuilds(m), 2);
+
+	/* The group goes on: it sees its own changes, none of the failed
+	 * ones, and commits. */
+	expect_val(p, CSDFS_DB_META, "group", 5, "g");
+	expect_val(p, CSDFS_DB_META, "op1", 3, "done");
+	expect_val(p, CSDFS_DB_META, "keep", 4, "me");
+	key64(k, 0);
+	expect_none(p, CSDFS_DB_XATTRS, k, 8);
+	key64(k, 100);
+	expect_none(p, CSDFS_DB_XATTRS, k, 8);
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	put_str(c, CSDFS_DB_META, "op2", 3, "after");
+	ck_assert_int_eq(csdfs_meta_commit(c), 0);
+	ck_assert_int_eq(csdfs_meta_commit(p), 0);
+	csdfs_meta_close(m);
+
+	ck_assert_int_eq(csdfs_meta_open(dir, false, 1u << 20, NULL, NULL, &m), 0);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
+	expect_val(p, CSDFS_DB_META, "keep", 4, "me");
+	expect_val(p, CSDFS_DB_META, "group", 5, "g");
+	expect_val(p, CSDFS_DB_META, "op1", 3, "done");
+	expect_val(p, CSDFS_DB_META, "op2", 3, "after");
+	key64(k, (uint64_t)(n - 1));
+	expect_none(p, CSDFS_DB_XATTRS, k, 8);
+	csdfs_meta_abort(p);
+	csdfs_meta_close(m);
+}
+END_TEST
+
+/* Past the redo a top-level transaction keeps (8 MiB), nested ones are
+ * LMDB's own: aborts still discard exactly their changes, without a
+ * rebuild; and a nested one whose own changes outgrow the redo is undone
+ * by a rebuild. */
+START_TEST(test_nested_past_redo)
+{
+	char dir[512];
+	struct csdfs_meta *m;
+	struct csdfs_txn *p, *c;
+	static uint8_t val[60 * 1024];
+	uint8_t k[8];
+	int i;
+
+	fixture_dir(dir, sizeof(dir), "pastredo");
+	m = open_new(dir);
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
+	put_str(p, CSDFS_DB_META, "base", 4, "b");
+	/* A nested one that outgrows the redo itself. */
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	for (i = 0; i < 160; i++) {
+		key64(k, (uint64_t)i);
+		ck_assert_int_eq(csdfs_meta_put(c, CSDFS_DB_XATTRS, k, 8, val,
+						sizeof(val), 0), 0);
+	}
+	csdfs_meta_abort(c);
+	ck_assert_uint_eq(csdfs_meta_rebuilds(m), 1);
+	expect_val(p, CSDFS_DB_META, "base", 4, "b");
+	key64(k, 0);
+	expect_none(p, CSDFS_DB_XATTRS, k, 8);
+
+	/* The top-level one outgrows it... */
+	for (i = 0; i < 160; i++) {
+		key64(k, (uint64_t)i);
+		ck_assert_int_eq(csdfs_meta_put(p, CSDFS_DB_XATTRS, k, 8, val,
+						sizeof(val), 0), 0);
+	}
+	/* ...so this nested one is LMDB's. */
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	put_str(c, CSDFS_DB_META, "gone", 4, "x");
+	ck_assert_int_eq(csdfs_meta_del(c, CSDFS_DB_META, "base", 4), 0);
+	csdfs_meta_abort(c);
+	ck_assert_uint_eq(csdfs_meta_rebuilds(m), 1);
+	expect_val(p, CSDFS_DB_META, "base", 4, "b");
+	expect_none(p, CSDFS_DB_META, "gone", 4);
+	ck_assert_int_eq(csdfs_meta_begin(m, p, &c), 0);
+	put_str(c, CSDFS_DB_META, "kept", 4, "k");
+	ck_assert_int_eq(csdfs_meta_commit(c), 0);
+	ck_assert_int_eq(csdfs_meta_commit(p), 0);
+
+	ck_assert_int_eq(csdfs_meta_begin(m, NULL, &p), 0);
+	expect_val(p, CSDFS_DB_META, "kept", 4, "k");
+	key64(k, 159);
+	ck_assert_int_eq(csdfs_meta_get(p, CSDFS_DB_XATTRS, k, 8, &(struct csdfs_val){ 0 }), 0);
 	csdfs_meta_abort(p);
 	csdfs_meta_close(m);
 }
@@ -1081,6 +1227,8 @@ static Suite *meta_suite(void)
 	suite_add_tcase(s, basic);
 
 	tcase_add_test(txn, test_nested_abort_and_commit);
+	tcase_add_test(txn, test_nested_map_full);
+	tcase_add_test(txn, test_nested_past_redo);
 	tcase_add_test(txn, test_persist_reopen);
 	tcase_add_test(txn, test_unsynced_commit_rolled_back);
 	tcase_add_test(txn, test_open_matching_record_writes_nothing);
