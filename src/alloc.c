@@ -38,6 +38,7 @@ void csdfs_alloc_release(struct csdfs_alloc *a)
 	free(a->quar);
 	a->bits = NULL;
 	a->quar = NULL;
+	a->nquar = a->capquar = a->nsorted = 0;
 }
 
 void csdfs_alloc_mark_free(struct csdfs_alloc *a, uint64_t start,
@@ -263,6 +264,11 @@ int csdfs_alloc_quarantine(struct csdfs_alloc *a, uint64_t start,
 	if (a->nquar && a->quar[a->nquar - 1].start +
 	    a->quar[a->nquar - 1].count == start) {
 		a->quar[a->nquar - 1].count += count;
+		/* A grown last run is new to the next merge, and the cached
+		 * count no longer holds. */
+		if (a->nsorted == a->nquar)
+			a->nsorted--;
+		a->quar_minrun = 0;
 		return 0;
 	}
 	if (a->nquar == a->capquar) {
@@ -287,7 +293,8 @@ size_t csdfs_alloc_take_quarantine(struct csdfs_alloc *a,
 
 	*out = a->quar;
 	a->quar = NULL;
-	a->nquar = a->capquar = 0;
+	a->nquar = a->capquar = a->nsorted = 0;
+	a->quar_minrun = 0;
 	return n;
 }
 
@@ -347,10 +354,17 @@ static uint64_t quarantine_usable(struct csdfs_alloc *a, uint64_t minrun)
 {
 	uint64_t total = 0;
 
-	csdfs_alloc_quarantine_merge(a);
+	/* Unmerged (no memory to merge), adjacent pieces are counted apart:
+	 * an undercount, never a promise statfs cannot keep. */
+	if (csdfs_alloc_quarantine_merge(a) == 0 && a->quar_minrun == minrun)
+		return a->quar_usable;
 	for (size_t i = 0; i < a->nquar; i++)
 		if (a->quar[i].count >= minrun)
 			total += a->quar[i].count;
+	if (a->nsorted == a->nquar) {
+		a->quar_usable = total;
+		a->quar_minrun = minrun;
+	}
 	return total;
 }
 
@@ -385,13 +399,31 @@ static int range_cmp(const void *x, const void *y)
 	return a->start < b->start ? -1 : a->start > b->start;
 }
 
-void csdfs_alloc_quarantine_merge(struct csdfs_alloc *a)
+int csdfs_alloc_quarantine_merge(struct csdfs_alloc *a)
 {
-	size_t out = 0;
+	size_t p = a->nsorted, t = a->nquar - p, out = 0;
+	struct csdfs_range *tail;
 
-	if (a->nquar < 2)
-		return;
-	qsort(a->quar, a->nquar, sizeof(*a->quar), range_cmp);
+	if (!t)
+		return 0;
+	qsort(a->quar + p, t, sizeof(*a->quar), range_cmp);
+	if (p) {
+		/* Merge the sorted tail into the prefix from the back, so only
+		 * the tail needs a copy. */
+		size_t i = p, j = t, k = a->nquar;
+
+		tail = malloc(t * sizeof(*tail));
+		if (!tail)
+			return -ENOMEM;
+		memcpy(tail, a->quar + p, t * sizeof(*tail));
+		while (j) {
+			if (i && a->quar[i - 1].start > tail[j - 1].start)
+				a->quar[--k] = a->quar[--i];
+			else
+				a->quar[--k] = tail[--j];
+		}
+		free(tail);
+	}
 	for (size_t i = 1; i < a->nquar; i++) {
 		struct csdfs_range *last = &a->quar[out];
 
@@ -404,5 +436,7 @@ void csdfs_alloc_quarantine_merge(struct csdfs_alloc *a)
 			a->quar[++out] = a->quar[i];
 		}
 	}
-	a->nquar = out + 1;
+	a->nquar = a->nsorted = out + 1;
+	a->quar_minrun = 0;
+	return 0;
 }

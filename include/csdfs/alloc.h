@@ -47,6 +47,11 @@ struct csdfs_alloc {
 	uint64_t head_end;       /* byte end of the reserved run */
 	struct csdfs_range *quar;
 	size_t nquar, capquar;
+	/* quar[0, nsorted) is sorted and merged; what was appended since is
+	 * not. quar_usable caches the blocks in that prefix's runs of at
+	 * least quar_minrun, so statfs and open need not walk it again. */
+	size_t nsorted;
+	uint64_t quar_usable, quar_minrun;
 	struct csdfs_range inflight[CSDFS_ALLOC_INFLIGHT_MAX]; /* bytes; count 0 = unused */
 	/* Called when the head leaves @block partly filled (the rest of it
 	 * stays padding, dead bytes compaction may win back); may be NULL. */
@@ -138,7 +143,10 @@ uint64_t csdfs_alloc_usable(struct csdfs_alloc *a);
  * the unit tests hold csdfs_alloc_usable to. */
 uint64_t csdfs_alloc_usable_scan(struct csdfs_alloc *a, uint64_t minrun);
 
-/* Sort the quarantine and merge adjacent ranges. */
-void csdfs_alloc_quarantine_merge(struct csdfs_alloc *a);
+/* Sort the quarantine and merge adjacent ranges: sorts only what was
+ * appended since the last merge and merges it into the sorted prefix, so
+ * a merge with nothing new costs nothing. @return 0, -ENOMEM (the
+ * quarantine is then left as it was: whole, only not merged). */
+int csdfs_alloc_quarantine_merge(struct csdfs_alloc *a);
 
 #endif

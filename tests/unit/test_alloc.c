@@ -453,6 +453,75 @@ START_TEST(test_reuse_ahead_of_head_stays_quarantined)
 }
 END_TEST
 
+/* Quarantine pieces arrive in batches, out of order, some touching or
+ * overlapping what an earlier merge already holds: merging only each new
+ * batch into the sorted prefix must give what one merge of everything
+ * gives (a bitmap of the blocks, runs maximal and in order), and the
+ * cached count must follow every append. */
+START_TEST(test_quarantine_merge_incremental)
+{
+	enum { SPAN = 4000 };
+	static uint8_t model[SPAN];
+	struct csdfs_alloc a;
+	unsigned seed = 7;
+
+	setup_alloc(&a, SPAN + FIRST);
+	memset(model, 0, sizeof(model));
+	for (int batch = 0; batch < 200; batch++) {
+		int pieces = 1 + rand_r(&seed) % 8;
+
+		for (int k = 0; k < pieces; k++) {
+			uint64_t start = rand_r(&seed) % (SPAN - 1000);
+			uint64_t count = 1 + rand_r(&seed) % 12;
+
+			/* Half of the time, extend the last piece in place by a
+			 * block or two (the last is the highest after a merge:
+			 * the space above SPAN - 1000 is left for this). */
+			if (a.nquar && rand_r(&seed) % 2) {
+				start = a.quar[a.nquar - 1].start +
+					a.quar[a.nquar - 1].count;
+				count = 1 + count % 2;
+				if (start + count > SPAN)
+					continue;
+			}
+			ck_assert_int_eq(csdfs_alloc_quarantine(&a, start, count), 0);
+			memset(model + start, 1, count);
+		}
+		ck_assert_int_eq(csdfs_alloc_quarantine_merge(&a), 0);
+		ck_assert_uint_eq(a.nsorted, a.nquar);
+
+		/* Runs are in order, disjoint, not touching, and cover exactly
+		 * the model's blocks; the usable count for minrun 4 is theirs. */
+		uint64_t covered = 0, want4 = 0, run = 0;
+
+		for (size_t i = 0; i < a.nquar; i++) {
+			if (i)
+				ck_assert_uint_gt(a.quar[i].start,
+						  a.quar[i - 1].start + a.quar[i - 1].count);
+			for (uint64_t b = 0; b < a.quar[i].count; b++)
+				ck_assert_uint_eq(model[a.quar[i].start + b], 1);
+			covered += a.quar[i].count;
+		}
+		for (size_t b = 0; b <= SPAN; b++) {
+			if (b < SPAN && model[b]) {
+				run++;
+				continue;
+			}
+			if (run >= 4)
+				want4 += run;
+			covered -= run;
+			run = 0;
+		}
+		ck_assert_uint_eq(covered, 0);
+		a.minrun = 4;
+		ck_assert_uint_eq(csdfs_alloc_usable_scan(&a, 4), want4);
+		/* Cached the second time. */
+		ck_assert_uint_eq(csdfs_alloc_usable_scan(&a, 4), want4);
+	}
+	csdfs_alloc_release(&a);
+}
+END_TEST
+
 START_TEST(test_inflight_exhaust)
 {
 	struct csdfs_alloc a;
@@ -909,6 +978,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(quar, test_unplace);
 	tcase_add_test(quar, test_unplace_new_run);
 	tcase_add_test(quar, test_reuse_callback);
+	tcase_add_test(quar, test_quarantine_merge_incremental);
 	suite_add_tcase(s, quar);
 
 	/* Generous timeout: the same binary runs under valgrind. */
