@@ -264,10 +264,8 @@ int csdfs_alloc_quarantine(struct csdfs_alloc *a, uint64_t start,
 	if (a->nquar && a->quar[a->nquar - 1].start +
 	    a->quar[a->nquar - 1].count == start) {
 		a->quar[a->nquar - 1].count += count;
-		/* A grown last run is new to the next merge, and the cached
-		 * count no longer holds. */
-		if (a->nsorted == a->nquar)
-			a->nsorted--;
+		/* Still in order (it is the last), but the cached count no
+		 * longer holds. */
 		a->quar_minrun = 0;
 		return 0;
 	}
@@ -354,17 +352,14 @@ static uint64_t quarantine_usable(struct csdfs_alloc *a, uint64_t minrun)
 {
 	uint64_t total = 0;
 
-	/* Unmerged (no memory to merge), adjacent pieces are counted apart:
-	 * an undercount, never a promise statfs cannot keep. */
-	if (csdfs_alloc_quarantine_merge(a) == 0 && a->quar_minrun == minrun)
+	csdfs_alloc_quarantine_merge(a);
+	if (a->quar_minrun == minrun)
 		return a->quar_usable;
 	for (size_t i = 0; i < a->nquar; i++)
 		if (a->quar[i].count >= minrun)
 			total += a->quar[i].count;
-	if (a->nsorted == a->nquar) {
-		a->quar_usable = total;
-		a->quar_minrun = minrun;
-	}
+	a->quar_usable = total;
+	a->quar_minrun = minrun;
 	return total;
 }
 
@@ -399,22 +394,23 @@ static int range_cmp(const void *x, const void *y)
 	return a->start < b->start ? -1 : a->start > b->start;
 }
 
-int csdfs_alloc_quarantine_merge(struct csdfs_alloc *a)
+void csdfs_alloc_quarantine_merge(struct csdfs_alloc *a)
 {
 	size_t p = a->nsorted, t = a->nquar - p, out = 0;
-	struct csdfs_range *tail;
+	struct csdfs_range *tail = NULL;
 
 	if (!t)
-		return 0;
+		return;
+	/* Without memory for the tail's copy, sort it all, as a first merge
+	 * does. */
+	if (p && !(tail = malloc(t * sizeof(*tail))))
+		p = 0, t = a->nquar;
 	qsort(a->quar + p, t, sizeof(*a->quar), range_cmp);
 	if (p) {
 		/* Merge the sorted tail into the prefix from the back, so only
 		 * the tail needs a copy. */
 		size_t i = p, j = t, k = a->nquar;
 
-		tail = malloc(t * sizeof(*tail));
-		if (!tail)
-			return -ENOMEM;
 		memcpy(tail, a->quar + p, t * sizeof(*tail));
 		while (j) {
 			if (i && a->quar[i - 1].start > tail[j - 1].start)
@@ -438,5 +434,4 @@ int csdfs_alloc_quarantine_merge(struct csdfs_alloc *a)
 	}
 	a->nquar = a->nsorted = out + 1;
 	a->quar_minrun = 0;
-	return 0;
 }

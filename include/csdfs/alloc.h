@@ -145,8 +145,7 @@ uint64_t csdfs_alloc_usable_scan(struct csdfs_alloc *a, uint64_t minrun);
 
 /* Sort the quarantine and merge adjacent ranges: sorts only what was
  * appended since the last merge and merges it into the sorted prefix, so
- * a merge with nothing new costs nothing. @return 0, -ENOMEM (the
- * quarantine is then left as it was: whole, only not merged). */
-int csdfs_alloc_quarantine_merge(struct csdfs_alloc *a);
+ * a merge with nothing new costs nothing. */
+void csdfs_alloc_quarantine_merge(struct csdfs_alloc *a);
 
 #endif
