@@ -16,11 +16,14 @@
 
 #include "csdfs/codec.h"
 
-/* The level range promised by codec.h; ids and this range are user-facing. */
-
 struct codec_ops {
 	const char *name;
-	bool has_level;
+	/*
+	 * The level range promised by codec.h, user-facing like the ids; a
+	 * codec without levels has 0..0. Level 0 is always the library's
+	 * default and may be written without ":N".
+	 */
+	int level_min, level_max;
 	/* NULL for NONE. -ENOSPC means "does not fit in cap", nothing worse. */
 	int (*compress)(int level, const void *src, size_t llen, void *dst,
 			size_t cap);
@@ -28,37 +31,40 @@ struct codec_ops {
 			  size_t llen);
 };
 
-static int codec_lz4_compress(int level, const void *src, size_t llen,
-			      void *dst, size_t cap)
-{
-	(void)level;
-	return csdfs_lz4_compress(src, llen, dst, cap);
-}
-
 /* Indexed by enum csdfs_codec_id, which is pinned in format.h. */
 static const struct codec_ops codec_table[CSDFS_CODEC_COUNT] = {
 	[CSDFS_CODEC_NONE] = { .name = "none" },
 	[CSDFS_CODEC_ZSTD] = {
 		.name = "zstd",
-		.has_level = true,
+		.level_min = CSDFS_CODEC_ZSTD_LEVEL_MIN,
+		.level_max = CSDFS_CODEC_ZSTD_LEVEL_MAX,
 		.compress = csdfs_zstd_compress,
 		.decompress = csdfs_zstd_decompress,
 	},
 	[CSDFS_CODEC_LZ4] = {
 		.name = "lz4",
-		.compress = codec_lz4_compress,
+		.level_min = CSDFS_CODEC_LZ4_LEVEL_MIN,
+		.level_max = CSDFS_CODEC_LZ4_LEVEL_MAX,
+		.compress = csdfs_lz4_compress,
 		.decompress = csdfs_lz4_decompress,
 	},
 };
 
+static bool codec_has_level(const struct codec_ops *ops)
+{
+	return ops->level_max != 0;
+}
+
+static bool codec_level_valid(const struct codec_ops *ops, int level)
+{
+	return level == 0 ||
+	       (level >= ops->level_min && level <= ops->level_max);
+}
+
 static bool codec_spec_valid(struct csdfs_codec_spec spec)
 {
-	if (spec.id >= CSDFS_CODEC_COUNT)
-		return false;
-	if (!codec_table[spec.id].has_level)
-		return spec.level == 0;
-	return spec.level >= CSDFS_CODEC_ZSTD_LEVEL_MIN &&
-	       spec.level <= CSDFS_CODEC_ZSTD_LEVEL_MAX;
+	return spec.id < CSDFS_CODEC_COUNT &&
+	       codec_level_valid(&codec_table[spec.id], spec.level);
 }
 
 /*
@@ -99,15 +105,13 @@ int csdfs_codec_parse(const char *text, struct csdfs_codec_spec *out)
 		if (strncmp(text, ops->name, n) != 0)
 			continue;
 		if (text[n] == ':') {
-			if (!ops->has_level ||
-			    codec_parse_level(text + n + 1, &level))
+			if (!codec_has_level(ops) ||
+			    codec_parse_level(text + n + 1, &level) ||
+			    !codec_level_valid(ops, level))
 				return -EINVAL;
 		} else if (text[n] != '\0') {
 			continue;
 		}
-		if (level < CSDFS_CODEC_ZSTD_LEVEL_MIN ||
-		    level > CSDFS_CODEC_ZSTD_LEVEL_MAX)
-			return -EINVAL;
 		out->id = (uint8_t)id;
 		out->level = (int8_t)level;
 		return 0;
@@ -123,7 +127,7 @@ int csdfs_codec_format(struct csdfs_codec_spec spec, char *buf, size_t len)
 		return -EINVAL;
 	name = codec_table[spec.id].name;
 	/* Level 0 is "the library default": print it the way it is typed. */
-	if (codec_table[spec.id].has_level && spec.level != 0)
+	if (spec.level != 0)
 		return snprintf(buf, len, "%s:%d", name, spec.level);
 	return snprintf(buf, len, "%s", name);
 }
@@ -168,7 +172,7 @@ int csdfs_codec_compress(struct csdfs_codec_spec spec, const void *src,
 
 		if (rc > 0 && (size_t)rc + saving <= llen) {
 			used->id = spec.id;
-			used->level = ops->has_level ? spec.level : 0;
+			used->level = spec.level;
 			return rc;
 		}
 		/* -ENOSPC: a caller's cap below the bound; raw still fits. */

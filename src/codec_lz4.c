@@ -18,16 +18,22 @@ size_t csdfs_lz4_bound(size_t llen)
 	return (size_t)LZ4_compressBound((int)llen);
 }
 
-/* @return stored length, -ENOSPC if it does not fit @cap, -EINVAL. */
-int csdfs_lz4_compress(const void *src, size_t llen, void *dst, size_t cap)
+/*
+ * @accel: lz4's acceleration; 0 is its default (1). Each step up skips more
+ * of the input while matching: faster, larger output, the same decoder.
+ * @return stored length, -ENOSPC if it does not fit @cap, -EINVAL.
+ */
+int csdfs_lz4_compress(int accel, const void *src, size_t llen, void *dst,
+		       size_t cap)
 {
 	int r;
 
-	if (llen > LZ4_MAX_INPUT_SIZE)
+	if (llen > LZ4_MAX_INPUT_SIZE || accel < 0)
 		return -EINVAL;
 	/* With a valid size, 0 can only mean "output did not fit in cap". */
-	r = LZ4_compress_default(src, dst, (int)llen,
-				 cap > INT_MAX ? INT_MAX : (int)cap);
+	r = LZ4_compress_fast(src, dst, (int)llen,
+			      cap > INT_MAX ? INT_MAX : (int)cap,
+			      accel ? accel : 1);
 	return r > 0 ? r : -ENOSPC;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "csdfs/codec.h"
 #include "csdfs/csum.h"
 #include "vol.h"
 
@@ -111,6 +112,10 @@ int csdfs_super_read(struct csdfs_io *io, struct csdfs_super *sb,
 		     (unsigned long long)le64toh(d.logical_bytes));
 	if (d.codec >= CSDFS_CODEC_COUNT)
 		FAIL(-EUCLEAN, "superblock names unknown codec id %u", d.codec);
+	/* A level out of the codec's range would fail every write later. */
+	if (csdfs_codec_format((struct csdfs_codec_spec){ d.codec, d.level }, NULL, 0) < 0)
+		FAIL(-EUCLEAN, "superblock names level %d, out of range for codec %s", d.level,
+		     csdfs_codec_name(d.codec));
 	memcpy(sb->uuid, d.uuid, 16);
 	sb->total_blocks = total;
 	sb->logical_bytes = le64toh(d.logical_bytes);

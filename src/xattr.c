@@ -304,9 +304,7 @@ static int policy_parse(uint64_t ino, bool is_codec, const void *value, size_t s
 		text[size - 1] = '\0';
 	if (is_codec && (bad || csdfs_codec_parse(text, spec))) {
 		csdfs_log(LOG_WARNING, "'%s' is not a codec for 'user.csdfs.codec' on inode %llu: "
-			  "use zstd, zstd:N (N %d..%d; 0 is zstd's default level), lz4 or none",
-			  text, (unsigned long long)ino, CSDFS_CODEC_ZSTD_LEVEL_MIN,
-			  CSDFS_CODEC_ZSTD_LEVEL_MAX);
+			  "use " CSDFS_CODEC_CHOICES, text, (unsigned long long)ino);
 		return -EINVAL;
 	}
 	if (!is_codec && (bad || csdfs_parse_size(text, chunk) || *chunk < CSDFS_CHUNK_MIN ||

@@ -21,8 +21,8 @@ static void usage(FILE *out)
 "                           suffixes K/M/G/T/P, powers of 1024)\n"
 "  -l, --logical-size SIZE  logical capacity shown by df (default = size)\n"
 "  -m, --multiplier X       logical capacity = size * X (1.0 to 16.0)\n"
-"  -c, --codec SPEC         default codec: zstd[:LEVEL] (-7..19), lz4, none\n"
-"                           (default zstd:1)\n"
+"  -c, --codec SPEC         default codec: zstd[:LEVEL] (-7..19), lz4[:ACCEL]\n"
+"                           (1..64), none (default zstd:1)\n"
 "  -k, --chunk SIZE         chunk size, power of two 4K..128K (default 16K)\n"
 "  -f, --force              overwrite an existing volume\n"
 "  -h, --help               this help\n");
@@ -85,7 +85,7 @@ int main(int argc, char *argv[])
 			break;
 		case 'c':
 			if (csdfs_codec_parse(optarg, &o.codec))
-				return die("unknown codec '%s' (use zstd[:-7..19], lz4 or none)",
+				return die("unknown codec '%s' (use " CSDFS_CODEC_CHOICES ")",
 					   optarg);
 			break;
 		case 'k':

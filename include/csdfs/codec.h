@@ -15,12 +15,17 @@
 
 struct csdfs_codec_spec {
 	uint8_t id;     /* enum csdfs_codec_id */
-	int8_t  level;  /* zstd: -7..19 (0 means zstd's default, 3); others 0 */
+	/*
+	 * zstd: -7..19 (0 means zstd's default, 3); lz4: its acceleration,
+	 * 1..64 (0 means lz4's default, 1; higher is faster and larger);
+	 * none: 0.
+	 */
+	int8_t  level;
 };
 
 /*
  * csdfs_codec_parse - parse "zstd", "zstd:N" (N may be negative), "lz4",
- * "none" into @out.
+ * "lz4:N", "none" into @out.
  * @return 0, or -EINVAL for an unknown name or an out-of-range level.
  */
 int csdfs_codec_parse(const char *text, struct csdfs_codec_spec *out);
@@ -33,6 +38,11 @@ int csdfs_codec_format(struct csdfs_codec_spec spec, char *buf, size_t len);
 
 /* csdfs_codec_name - "none", "zstd", "lz4", or NULL for an unknown id. */
 const char *csdfs_codec_name(uint8_t id);
+
+/* The valid specs in words, for the one line that refuses a bad one. */
+#define CSDFS_CODEC_CHOICES \
+	"zstd, zstd:N (N -7..19; 0 is zstd's default level), lz4, " \
+	"lz4:N (N 1..64, lz4's acceleration: higher is faster and larger) or none"
 
 /* Worst-case stored size of a @llen-byte chunk for any codec. */
 size_t csdfs_codec_bound(size_t llen);
@@ -68,12 +78,15 @@ int csdfs_codec_decompress(uint8_t id, const void *src, size_t plen,
  * caller then stores the chunk raw). */
 #define CSDFS_CODEC_ZSTD_LEVEL_MIN (-7)
 #define CSDFS_CODEC_ZSTD_LEVEL_MAX 19
+#define CSDFS_CODEC_LZ4_LEVEL_MIN 1
+#define CSDFS_CODEC_LZ4_LEVEL_MAX 64
 int csdfs_zstd_compress(int level, const void *src, size_t llen, void *dst,
 			size_t cap);
 int csdfs_zstd_decompress(const void *src, size_t plen, void *dst,
 			  size_t llen);
 size_t csdfs_zstd_bound(size_t llen);
-int csdfs_lz4_compress(const void *src, size_t llen, void *dst, size_t cap);
+int csdfs_lz4_compress(int accel, const void *src, size_t llen, void *dst,
+		       size_t cap);
 int csdfs_lz4_decompress(const void *src, size_t plen, void *dst,
 			 size_t llen);
 size_t csdfs_lz4_bound(size_t llen);

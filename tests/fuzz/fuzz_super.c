@@ -142,8 +142,9 @@ static void check_accepted(const struct csdfs_super_disk *d, uint64_t iosize,
 		fuzz_fail("accepted a bad chunk size");
 	if (sb->codec.id != d->codec || sb->codec.id >= CSDFS_CODEC_COUNT)
 		fuzz_fail("accepted an unknown codec");
-	if (sb->codec.level != d->level)
-		fuzz_fail("codec level decoded wrongly");
+	if (sb->codec.level != d->level ||
+	    csdfs_codec_format(sb->codec, NULL, 0) < 0)
+		fuzz_fail("codec level decoded wrongly or out of range");
 	if (sb->atomic_unit != (unit ? unit : chunk))
 		fuzz_fail("atomic_unit decoded wrongly");
 	if (sb->logical_bytes != le64toh(d->logical_bytes))

@@ -61,6 +61,9 @@ mkfs_refused "--size 4K (too small to hold a volume)" --size 4K
 mkfs_refused "--codec gzip" --size 64M --codec gzip
 mkfs_refused "--codec zstd:99" --size 64M --codec zstd:99
 mkfs_refused "--codec zstd:abc" --size 64M --codec zstd:abc
+mkfs_refused "--codec lz4:65" --size 64M --codec lz4:65
+check_grep_i "mkfs --codec lz4:65: names the valid codecs" \
+	"unknown codec 'lz4:65' \(use zstd, .*lz4:N \(N 1\.\.64" "$WORK/err"
 mkfs_refused "--chunk 3K" --size 64M --chunk 3K
 mkfs_refused "--chunk 2K" --size 64M --chunk 2K
 mkfs_refused "--chunk 256K" --size 64M --chunk 256K

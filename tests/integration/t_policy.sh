@@ -188,7 +188,7 @@ check_eq "csdfs-stat --policy -r: one line per entry" \
 check_grep_i "csdfs-stat --policy -r shows 'set'" "/own2: codec=none \(set\)" "$WORK/policy-r.out"
 
 # Bad values: EINVAL and one log line naming the valid ones.
-for bad in zstd:20 zstd:-8 zstd: zst lz4:1 " lz4" zstd:+3; do
+for bad in zstd:20 zstd:-8 zstd: zst lz4:65 lz4:-1 " lz4" zstd:+3; do
 	if setfattr -n user.csdfs.codec -v "$bad" "$P" 2>"$WORK/bad.err"; then
 		fail "codec '$bad' accepted"
 	else
@@ -196,7 +196,7 @@ for bad in zstd:20 zstd:-8 zstd: zst lz4:1 " lz4" zstd:+3; do
 	fi
 done
 check_grep_i "the daemon names the valid codecs" \
-	"'zstd:20' is not a codec for 'user.csdfs.codec' on inode $PINO: use zstd, zstd:N \(N -7\.\.19; 0 is zstd's default level\), lz4 or none" \
+	"'zstd:20' is not a codec for 'user.csdfs.codec' on inode $PINO: use zstd, zstd:N \(N -7\.\.19; 0 is zstd's default level\), lz4, lz4:N \(N 1\.\.64, lz4's acceleration: higher is faster and larger\) or none" \
 	"$WORK/daemon.log"
 setfattr -n user.csdfs.chunk_size -v 5000 "$P" 2>/dev/null
 check_grep_i "the daemon names the valid chunk sizes" \
@@ -205,6 +205,17 @@ check_grep_i "the daemon names the valid chunk sizes" \
 check "zstd:0 is zstd's default level" setfattr -n user.csdfs.codec -v zstd:0 "$P"
 check_eq "zstd:0 reads back as zstd" "codec=zstd (set) chunk_size=16384 (default)" \
 	"$(xv "$P" user.csdfs.policy)"
+check "lz4:0 is lz4's default acceleration" setfattr -n user.csdfs.codec -v lz4:0 "$P/own2"
+check_eq "lz4:0 reads back as lz4" "codec=lz4 (set) chunk_size=16384 (default)" \
+	"$(xv "$P/own2" user.csdfs.policy)"
+rm -f "$P/own2"
+touch "$P/own2"
+check "lz4:2 is accepted" setfattr -n user.csdfs.codec -v lz4:2 "$P/own2"
+check_eq "lz4:2 reads back as lz4:2" "codec=lz4:2 (set) chunk_size=16384 (default)" \
+	"$(xv "$P/own2" user.csdfs.policy)"
+cat "$WORK/text" >"$P/own2"
+mix_is "a file written with lz4:2 records it per chunk" "$P/own2" lz4:2
+check_files_equal "contents written with lz4:2" "$WORK/text" "$P/own2"
 
 remount || finish
 check_eq "a cleared policy stays cleared after a remount" \

@@ -143,6 +143,8 @@ static int decode(uint8_t id, const void *src, size_t plen, size_t llen,
 static const struct csdfs_codec_spec specs[] = {
 	{ CSDFS_CODEC_NONE, 0 },
 	{ CSDFS_CODEC_LZ4, 0 },
+	{ CSDFS_CODEC_LZ4, 2 },
+	{ CSDFS_CODEC_LZ4, 8 },
 	{ CSDFS_CODEC_ZSTD, -7 },
 	{ CSDFS_CODEC_ZSTD, -1 },
 	{ CSDFS_CODEC_ZSTD, 0 },
@@ -167,7 +169,7 @@ static int backend_size(struct csdfs_codec_spec spec, const void *src,
 	if (spec.id == CSDFS_CODEC_ZSTD)
 		rc = csdfs_zstd_compress(spec.level, src, llen, dst, cap);
 	else
-		rc = csdfs_lz4_compress(src, llen, dst, cap);
+		rc = csdfs_lz4_compress(spec.level, src, llen, dst, cap);
 	free(dst);
 	return rc;
 }
@@ -190,6 +192,11 @@ START_TEST(test_parse_good)
 		{ "zstd:-7", { CSDFS_CODEC_ZSTD, -7 }, "zstd:-7" },
 		{ "zstd:007", { CSDFS_CODEC_ZSTD, 7 }, "zstd:7" },
 		{ "lz4", { CSDFS_CODEC_LZ4, 0 }, "lz4" },
+		{ "lz4:0", { CSDFS_CODEC_LZ4, 0 }, "lz4" },
+		{ "lz4:1", { CSDFS_CODEC_LZ4, 1 }, "lz4:1" },
+		{ "lz4:2", { CSDFS_CODEC_LZ4, 2 }, "lz4:2" },
+		{ "lz4:64", { CSDFS_CODEC_LZ4, 64 }, "lz4:64" },
+		{ "lz4:008", { CSDFS_CODEC_LZ4, 8 }, "lz4:8" },
 		{ "none", { CSDFS_CODEC_NONE, 0 }, "none" },
 	};
 
@@ -210,13 +217,23 @@ START_TEST(test_parse_good)
 	}
 
 	/* Every level in range survives format -> parse. */
-	for (int level = -7; level <= 19; level++) {
-		struct csdfs_codec_spec s = { CSDFS_CODEC_ZSTD, (int8_t)level };
+	for (int level = -7; level <= 64; level++) {
+		struct csdfs_codec_spec s = { CSDFS_CODEC_LZ4, (int8_t)level };
 		struct csdfs_codec_spec back;
 		char buf[32];
 
+		if (level <= 19) {
+			s.id = CSDFS_CODEC_ZSTD;
+			ck_assert_int_gt(csdfs_codec_format(s, buf, sizeof(buf)), 0);
+			ck_assert_int_eq(csdfs_codec_parse(buf, &back), 0);
+			ck_assert_int_eq(back.level, level);
+			s.id = CSDFS_CODEC_LZ4;
+		}
+		if (level < 0)
+			continue;
 		ck_assert_int_gt(csdfs_codec_format(s, buf, sizeof(buf)), 0);
 		ck_assert_int_eq(csdfs_codec_parse(buf, &back), 0);
+		ck_assert_uint_eq(back.id, CSDFS_CODEC_LZ4);
 		ck_assert_int_eq(back.level, level);
 	}
 }
@@ -228,8 +245,9 @@ START_TEST(test_parse_bad)
 		"", "zstd:", "zstd:abc", "zstd:99", "zstd:20", "zstd:-8",
 		"zstd:127", "zstd:-128", "zstd:1000000000000", "zstd:1x",
 		"zstd: 3", "zstd:+3", "zstd:-", "zstd::3", "zstd:3 ", " zstd",
-		"zstd ", "zstd3", "zstdx", "zst", "ZSTD", "Zstd:3", "lz4:3",
-		"lz4:", "lz4:0", "lz4x", "lz", "none:0", "none:", "nonex",
+		"zstd ", "zstd3", "zstdx", "zst", "ZSTD", "Zstd:3", "lz4:65",
+		"lz4:", "lz4:-1", "lz4:+2", "lz4:127", "lz4:2 ", "lz4x", "lz",
+		"none:0", "none:", "nonex",
 		"gzip", "zlib:6", ":3", "-", "zstd:3\n",
 	};
 
@@ -251,7 +269,8 @@ START_TEST(test_format)
 {
 	static const struct csdfs_codec_spec bad[] = {
 		{ CSDFS_CODEC_COUNT, 0 }, { 0xff, 0 }, { CSDFS_CODEC_ZSTD, 20 },
-		{ CSDFS_CODEC_ZSTD, -8 }, { CSDFS_CODEC_LZ4, 1 },
+		{ CSDFS_CODEC_ZSTD, -8 }, { CSDFS_CODEC_LZ4, 65 },
+		{ CSDFS_CODEC_LZ4, -1 },
 		{ CSDFS_CODEC_NONE, 5 },
 	};
 	struct csdfs_codec_spec s = { CSDFS_CODEC_ZSTD, -7 };
@@ -301,7 +320,7 @@ START_TEST(test_bad_args)
 	struct csdfs_codec_spec zstd = { CSDFS_CODEC_ZSTD, 3 };
 	struct csdfs_codec_spec bad_id = { CSDFS_CODEC_COUNT, 0 };
 	struct csdfs_codec_spec bad_level = { CSDFS_CODEC_ZSTD, 20 };
-	struct csdfs_codec_spec lz4_level = { CSDFS_CODEC_LZ4, 2 };
+	struct csdfs_codec_spec lz4_level = { CSDFS_CODEC_LZ4, 65 };
 
 	ck_assert_int_eq(csdfs_codec_compress(zstd, src, 0, dst, sizeof(dst),
 					      &used), -EINVAL);
@@ -320,6 +339,40 @@ START_TEST(test_bad_args)
 			 -EINVAL);
 	ck_assert_int_eq(csdfs_codec_decompress(0xff, src, sizeof(src), dst,
 						sizeof(src)), -EINVAL);
+}
+END_TEST
+
+/*
+ * lz4's level is its acceleration and must reach the backend: level 0 and 1
+ * are the same (lz4's default), and a high one trades size for speed, so on
+ * text a 16 KiB chunk comes out strictly larger at 64 than at 1, and still
+ * decodes.
+ */
+START_TEST(test_lz4_accel)
+{
+	size_t llen = 16384, cap = csdfs_codec_bound(llen);
+	unsigned char *src = xmalloc(llen), *dst = xmalloc(cap), *out;
+	struct csdfs_codec_spec l0 = { CSDFS_CODEC_LZ4, 0 };
+	struct csdfs_codec_spec l1 = { CSDFS_CODEC_LZ4, 1 };
+	struct csdfs_codec_spec l64 = { CSDFS_CODEC_LZ4, 64 };
+	struct csdfs_codec_spec used;
+	int p0, p64;
+
+	fill_data(DATA_TEXT, 7, src, llen);
+	p0 = backend_size(l0, src, llen);
+	ck_assert_int_gt(p0, 0);
+	ck_assert_int_eq(backend_size(l1, src, llen), p0);
+	p64 = backend_size(l64, src, llen);
+	ck_assert_msg(p64 > p0, "lz4:64 %d bytes, lz4 %d", p64, p0);
+
+	p64 = csdfs_codec_compress(l64, src, llen, dst, cap, &used);
+	ck_assert_uint_eq(used.id, CSDFS_CODEC_LZ4);
+	ck_assert_int_eq(used.level, 64);
+	ck_assert_int_eq(decode(used.id, dst, (size_t)p64, llen, &out), 0);
+	ck_assert_mem_eq(out, src, llen);
+	free(out);
+	free(dst);
+	free(src);
 }
 END_TEST
 
@@ -783,6 +836,7 @@ static Suite *codec_suite(void)
 	tcase_set_timeout(data, 300);
 	tcase_add_loop_test(data, test_roundtrip, 0, NSPECS);
 	tcase_add_test(data, test_min_saving_threshold);
+	tcase_add_test(data, test_lz4_accel);
 	tcase_add_test(data, test_threads);
 	suite_add_tcase(s, data);
 

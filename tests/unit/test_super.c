@@ -147,6 +147,7 @@ static const struct {
 } shapes[] = {
 	{ 16384, 16384, 16384, CSDFS_CODEC_ZSTD, 3 },
 	{ 16384, 4096, 16384, CSDFS_CODEC_LZ4, 0 },          /* smallest chunk */
+	{ 16384, 8192, 16384, CSDFS_CODEC_LZ4, 64 },
 	{ 16384, 131072, 131072, CSDFS_CODEC_NONE, 0 },      /* largest chunk */
 	{ 17, 65536, 65536, CSDFS_CODEC_ZSTD, -7 },          /* one data block */
 	{ 1ull << 40, 32768, 32768, CSDFS_CODEC_ZSTD, 19 },  /* largest volume */
@@ -298,6 +299,9 @@ static void total_max(struct csdfs_super_disk *d, uint64_t *s)
 }
 static void codec7(struct csdfs_super_disk *d, uint64_t *s) { d->codec = 7; }
 static void codec_count(struct csdfs_super_disk *d, uint64_t *s) { d->codec = CSDFS_CODEC_COUNT; }
+static void zstd20(struct csdfs_super_disk *d, uint64_t *s) { d->codec = CSDFS_CODEC_ZSTD; d->level = 20; }
+static void lz4_65(struct csdfs_super_disk *d, uint64_t *s) { d->codec = CSDFS_CODEC_LZ4; d->level = 65; }
+static void none1(struct csdfs_super_disk *d, uint64_t *s) { d->codec = CSDFS_CODEC_NONE; d->level = 1; }
 static void trunc100(struct csdfs_super_disk *d, uint64_t *s) { *s = 100; }
 static void trunc287(struct csdfs_super_disk *d, uint64_t *s)
 {
@@ -336,6 +340,9 @@ static const struct corruption corruptions[] = {
 	{ "container cut in half", half_container, true, -EUCLEAN, "truncated" },
 	{ "codec id 7", codec7, true, -EUCLEAN, "codec id 7" },
 	{ "codec id CSDFS_CODEC_COUNT", codec_count, true, -EUCLEAN, "codec" },
+	{ "zstd level 20", zstd20, true, -EUCLEAN, "level 20, out of range for codec zstd" },
+	{ "lz4 level 65", lz4_65, true, -EUCLEAN, "level 65, out of range for codec lz4" },
+	{ "none level 1", none1, true, -EUCLEAN, "level 1, out of range for codec none" },
 	{ "truncated to 100 bytes", trunc100, true, -EUCLEAN, "truncated" },
 	{ "truncated to 287 bytes", trunc287, true, -EUCLEAN, "truncated" },
 	{ "empty container", trunc0, true, -EUCLEAN, "truncated" },
