@@ -61,7 +61,7 @@ static bool codec_level_valid(const struct codec_ops *ops, int level)
 	       (level >= ops->level_min && level <= ops->level_max);
 }
 
-static bool codec_spec_valid(struct csdfs_codec_spec spec)
+bool csdfs_codec_valid(struct csdfs_codec_spec spec)
 {
 	return spec.id < CSDFS_CODEC_COUNT &&
 	       codec_level_valid(&codec_table[spec.id], spec.level);
@@ -123,7 +123,7 @@ int csdfs_codec_format(struct csdfs_codec_spec spec, char *buf, size_t len)
 {
 	const char *name;
 
-	if (!codec_spec_valid(spec))
+	if (!csdfs_codec_valid(spec))
 		return -EINVAL;
 	name = codec_table[spec.id].name;
 	/* Level 0 is "the library default": print it the way it is typed. */
@@ -156,7 +156,7 @@ int csdfs_codec_compress(struct csdfs_codec_spec spec, const void *src,
 	size_t saving = CSDFS_CODEC_MIN_SAVING(llen);
 
 	/* The int return must hold llen; an empty chunk is a hole, not data. */
-	if (!codec_spec_valid(spec) || llen == 0 || llen > INT_MAX ||
+	if (!csdfs_codec_valid(spec) || llen == 0 || llen > INT_MAX ||
 	    cap < llen)
 		return -EINVAL;
 

@@ -113,7 +113,7 @@ int csdfs_super_read(struct csdfs_io *io, struct csdfs_super *sb,
 	if (d.codec >= CSDFS_CODEC_COUNT)
 		FAIL(-EUCLEAN, "superblock names unknown codec id %u", d.codec);
 	/* A level out of the codec's range would fail every write later. */
-	if (csdfs_codec_format((struct csdfs_codec_spec){ d.codec, d.level }, NULL, 0) < 0)
+	if (!csdfs_codec_valid((struct csdfs_codec_spec){ d.codec, d.level }))
 		FAIL(-EUCLEAN, "superblock names level %d, out of range for codec %s", d.level,
 		     csdfs_codec_name(d.codec));
 	memcpy(sb->uuid, d.uuid, 16);

@@ -8,6 +8,7 @@
 #ifndef CSDFS_CODEC_H
 #define CSDFS_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,7 +40,11 @@ int csdfs_codec_format(struct csdfs_codec_spec spec, char *buf, size_t len);
 /* csdfs_codec_name - "none", "zstd", "lz4", or NULL for an unknown id. */
 const char *csdfs_codec_name(uint8_t id);
 
-/* The valid specs in words, for the one line that refuses a bad one. */
+/* csdfs_codec_valid - a known id with a level in its codec's range. */
+bool csdfs_codec_valid(struct csdfs_codec_spec spec);
+
+/* The valid specs in words, for the one line that refuses a bad one
+ * (test_codec checks that it names the ranges of the constants below). */
 #define CSDFS_CODEC_CHOICES \
 	"zstd, zstd:N (N -7..19; 0 is zstd's default level), lz4, " \
 	"lz4:N (N 1..64, lz4's acceleration: higher is faster and larger) or none"

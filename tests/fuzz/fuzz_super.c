@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "csdfs/codec.h"
 #include "csdfs/csum.h"
 #include "csdfs/format.h"
 /* vol.h brings csdfs/io.h: io.h's fault-injection part sits outside its
@@ -143,7 +144,7 @@ static void check_accepted(const struct csdfs_super_disk *d, uint64_t iosize,
 	if (sb->codec.id != d->codec || sb->codec.id >= CSDFS_CODEC_COUNT)
 		fuzz_fail("accepted an unknown codec");
 	if (sb->codec.level != d->level ||
-	    csdfs_codec_format(sb->codec, NULL, 0) < 0)
+	    !csdfs_codec_valid(sb->codec))
 		fuzz_fail("codec level decoded wrongly or out of range");
 	if (sb->atomic_unit != (unit ? unit : chunk))
 		fuzz_fail("atomic_unit decoded wrongly");

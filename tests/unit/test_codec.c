@@ -288,6 +288,37 @@ START_TEST(test_format)
 }
 END_TEST
 
+/* The words of the refusals name exactly the ranges parse accepts. */
+START_TEST(test_choices)
+{
+	char zstd[32], lz4[32];
+
+	snprintf(zstd, sizeof(zstd), "zstd:N (N %d..%d;", CSDFS_CODEC_ZSTD_LEVEL_MIN,
+		 CSDFS_CODEC_ZSTD_LEVEL_MAX);
+	snprintf(lz4, sizeof(lz4), "lz4:N (N %d..%d,", CSDFS_CODEC_LZ4_LEVEL_MIN,
+		 CSDFS_CODEC_LZ4_LEVEL_MAX);
+	ck_assert_ptr_nonnull(strstr(CSDFS_CODEC_CHOICES, zstd));
+	ck_assert_ptr_nonnull(strstr(CSDFS_CODEC_CHOICES, lz4));
+	for (int l = -128; l <= 127; l++) {
+		struct csdfs_codec_spec z = { CSDFS_CODEC_ZSTD, (int8_t)l };
+		struct csdfs_codec_spec x = { CSDFS_CODEC_LZ4, (int8_t)l };
+
+		ck_assert_int_eq(csdfs_codec_valid(z),
+				 l >= CSDFS_CODEC_ZSTD_LEVEL_MIN && l <= CSDFS_CODEC_ZSTD_LEVEL_MAX);
+		ck_assert_int_eq(csdfs_codec_valid(x),
+				 l == 0 || (l >= CSDFS_CODEC_LZ4_LEVEL_MIN &&
+					    l <= CSDFS_CODEC_LZ4_LEVEL_MAX));
+	}
+	/* The backend refuses what the table never passes it. */
+	{
+		unsigned char src[64] = { 0 }, dst[256];
+
+		ck_assert_int_eq(csdfs_lz4_compress(-1, src, sizeof(src), dst, sizeof(dst)),
+				 -EINVAL);
+	}
+}
+END_TEST
+
 START_TEST(test_name)
 {
 	ck_assert_str_eq(csdfs_codec_name(CSDFS_CODEC_NONE), "none");
@@ -827,6 +858,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(names, test_parse_good);
 	tcase_add_test(names, test_parse_bad);
 	tcase_add_test(names, test_format);
+	tcase_add_test(names, test_choices);
 	tcase_add_test(names, test_name);
 	tcase_add_test(names, test_bound);
 	tcase_add_test(names, test_bad_args);
