@@ -37,7 +37,7 @@ enum opt_id {
 	O_COMMIT_MS, O_MAX_THREADS, O_CACHE_SIZE, O_READAHEAD, O_MAX_DIRTY,
 	O_COMPACT_DEAD,
 	O_WRITEBACK, O_NOWRITEBACK, O_URING, O_NOURING, O_NOPUNCH, O_NOJOURNAL,
-	O_ALLOW_OTHER, O_NOALLOW_OTHER, O_TEST_TORN,
+	O_ALLOW_OTHER, O_NOALLOW_OTHER, O_NO_ATIME, O_TEST_TORN,
 	O_COUNT
 };
 
@@ -100,6 +100,13 @@ static const struct opt_def opt_defs[] = {
 	  "let other users in (default when run as root);\n"
 	  "-o noallow_other turns it off" },
 	{ "noallow_other", O_NOALLOW_OTHER, OPT_FLAG, 0, 0, NULL, NULL, NULL },
+	/* The kernel leaves a FUSE file's access time to the daemon, so the
+	 * mount flag alone would change nothing: csdfs reads it here and
+	 * passes it on. */
+	{ "noatime", O_NO_ATIME, OPT_FLAG, 0, 0, NULL, "-o noatime",
+	  "never update access times (by default a read\n"
+	  "updates one older than the file's change or a day,\n"
+	  "as relatime does: a metadata write)" },
 	{ "test_torn", O_TEST_TORN, OPT_FLAG, 0, 0, NULL, NULL, NULL },  /* tests only: csdfs(8) */
 };
 #define N_OPT_DEFS (sizeof(opt_defs) / sizeof(opt_defs[0]))
@@ -539,6 +546,7 @@ int main(int argc, char *argv[])
 	mo.test_torn = o.flag[O_TEST_TORN];
 	mo.no_punch = o.flag[O_NOPUNCH];
 	mo.no_journal = o.flag[O_NOJOURNAL];
+	mo.no_atime = o.flag[O_NO_ATIME];
 	if (o.flag[O_DEBUG]) {
 		o.flag[O_FOREGROUND] = 1;
 		csdfs_log_set_level(LOG_DEBUG);
@@ -552,6 +560,8 @@ int main(int argc, char *argv[])
 	fuse_opt_add_arg(&args, fsname);
 	if ((o.flag[O_ALLOW_OTHER] || getuid() == 0) && !o.flag[O_NOALLOW_OTHER])
 		fuse_opt_add_arg(&args, "-oallow_other");
+	if (o.flag[O_NO_ATIME])
+		fuse_opt_add_arg(&args, "-onoatime");
 	se = session_new(&args, &f);
 	if (!se)
 		goto out_args;

@@ -304,8 +304,9 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	if (size > rec.size - off)
 		size = (size_t)(rec.size - off);
 	end = off + size;
-	need_atime = rec.atime_ns <= rec.mtime_ns || rec.atime_ns <= rec.ctime_ns ||
-		     csdfs_now_ns() - rec.atime_ns > NS_PER_DAY;
+	need_atime = !vol->no_atime &&
+		     (rec.atime_ns <= rec.mtime_ns || rec.atime_ns <= rec.ctime_ns ||
+		      csdfs_now_ns() - rec.atime_ns > NS_PER_DAY);
 	cs = rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size;
 	first = off / cs;
 	last = (end - 1) / cs;

@@ -121,6 +121,7 @@ struct csdfs_vol {
 	unsigned commit_ms;
 	bool read_only;
 	bool punch;                /* punch freed ranges out of the container */
+	bool no_atime;             /* -o noatime: reads leave atime alone */
 	bool zero_runs;            /* lock: have the host zero each run the
 				    * allocation head takes (until it says it
 				    * cannot) */

@@ -221,6 +221,7 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 		}
 	}
 	vol->punch = !(opts && opts->no_punch);
+	vol->no_atime = opts && opts->no_atime;
 	vol->zero_runs = true;
 	vol->compact_dead = !opts || !opts->compact_dead ? CSDFS_COMPACT_DEAD_DEFAULT :
 			    opts->compact_dead < 0 ? 0 : (unsigned)opts->compact_dead;

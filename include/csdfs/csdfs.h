@@ -71,6 +71,7 @@ struct csdfs_mount_opts {
 	bool no_journal;           /* fsync commits LMDB in full (no journal
 	                            * made; an existing one is still replayed) */
 	bool no_punch;             /* keep freed ranges allocated in the host */
+	bool no_atime;             /* reads never update access times */
 	/* Background compaction starts once this percent of the used blocks'
 	 * bytes is dead: 0 = CSDFS_COMPACT_DEAD_DEFAULT, -1 = off. */
 	int compact_dead;

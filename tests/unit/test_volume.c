@@ -952,6 +952,62 @@ static void set_size(struct csdfs_vol *vol, uint64_t ino, uint64_t size)
 	ck_assert_uint_eq((uint64_t)st.st_size, size);
 }
 
+/* set_times: atime and mtime to the given seconds since the Epoch. */
+static void set_times(struct csdfs_vol *vol, uint64_t ino, time_t atime, time_t mtime)
+{
+	struct stat in = { 0 }, st;
+
+	in.st_atim.tv_sec = atime;
+	in.st_mtim.tv_sec = mtime;
+	ck_assert_int_eq(csdfs_fs_setattr(vol, ino, &in, CSDFS_SET_ATIME | CSDFS_SET_MTIME,
+					  &st), 0);
+}
+
+/*
+ * Access times on read: relatime by default (a read updates an atime not
+ * newer than mtime or ctime, or a day old, and only then: a metadata write),
+ * none with no_atime. The same sequence on both volumes, so the default's
+ * updates are the counter-check that the noatime one would notice them.
+ */
+START_TEST(test_read_atime)
+{
+	for (int no_atime = 0; no_atime <= 1; no_atime++) {
+		struct csdfs_mount_opts mo = { .no_commit_thread = true, .no_atime = no_atime };
+		char path[512], buf[4096] = "x";
+		struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path),
+							no_atime ? "noatime" : "relatime", &mo);
+		uint64_t f = mkfile(vol, ROOT, "f");
+		time_t now = time(NULL);
+		struct stat st;
+
+		wr(vol, f, buf, sizeof(buf), 0);
+		/* atime older than mtime: a read brings it to now */
+		set_times(vol, f, now - 100, now - 50);
+		ck_assert_int_eq(csdfs_fs_read(vol, f, buf, sizeof(buf), 0), sizeof(buf));
+		st = getattr(vol, f);
+		if (no_atime)
+			ck_assert_int_eq(st.st_atim.tv_sec, now - 100);
+		else
+			ck_assert_int_ge(st.st_atim.tv_sec, now);
+		/* read again: atime is now newer than m/ctime and under a day
+		 * old, so it is left alone (to the nanosecond) */
+		st = getattr(vol, f);
+		ck_assert_int_eq(csdfs_fs_read(vol, f, buf, sizeof(buf), 0), sizeof(buf));
+		ck_assert_int_eq(getattr(vol, f).st_atim.tv_sec, st.st_atim.tv_sec);
+		ck_assert_int_eq(getattr(vol, f).st_atim.tv_nsec, st.st_atim.tv_nsec);
+		/* a day old: updated (relatime), or not (noatime) */
+		set_times(vol, f, now - 2 * 86400, now - 3 * 86400);
+		ck_assert_int_eq(csdfs_fs_read(vol, f, buf, 1, 0), 1);
+		st = getattr(vol, f);
+		if (no_atime)
+			ck_assert_int_eq(st.st_atim.tv_sec, now - 2 * 86400);
+		else
+			ck_assert_int_ge(st.st_atim.tv_sec, now);
+		close_fsck(vol, path);
+	}
+}
+END_TEST
+
 START_TEST(test_truncate)
 {
 	char path[512];
@@ -3228,6 +3284,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(data, test_compression_accounting);
 	tcase_add_test(data, test_sparse_seek);
 	tcase_add_test(data, test_histogram);
+	tcase_add_test(data, test_read_atime);
 	tcase_add_test(data, test_truncate);
 	tcase_add_test(data, test_fallocate);
 	suite_add_tcase(s, data);
