@@ -10,7 +10,7 @@
 # daemon_pid, fs_dead; loopdev, child_pid.
 
 # the FUSE peers: each a daemon this file starts, waits for and unmounts
-fuse_fs="csdfs-lz4 csdfs-zstd1 passthrough passthrough-od"
+fuse_fs="csdfs-lz4 csdfs-zstd1 csdfs-none passthrough passthrough-od"
 # pt_src_of FS: the host directory a passthrough peer serves
 pt_src_of() { echo "$dir/$1-src"; }
 # pt_bin_of FS: the name of its passthrough_ll build in pt_tmp (pt_build)
@@ -40,8 +40,8 @@ stop_child() {
 # csdfs_umount NAME: fusermount3 -u, then wait for the daemon to exit
 # (a csdfs volume or passthrough_ll)
 csdfs_umount() {
-	local name=$1 m=${mnt_of[$1]} pid=${daemon_pid[$1]:-} i rc
-	if is_mounted "$m"; then
+	local name=$1 m=${mnt_of[$1]:-} pid=${daemon_pid[$1]:-} i rc
+	if [ -n "$m" ] && is_mounted "$m"; then
 		for ((i = 0; i < 20; i++)); do
 			fusermount3 -u "$m" 2>/dev/null && break
 			sleep 0.5
@@ -234,7 +234,7 @@ pt_build() {
 	pt_rev="$pt_src_c from libfuse3-dev $(dpkg-query -W -f '${Version}' libfuse3-dev 2>/dev/null), sha256 $(sha256sum "$pt_tmp/passthrough_ll.c" | cut -c1-16), cc -O2; options $pt_opts; passthrough-od: the same with O_DIRECT cleared from the host opens (lo_open, lo_create)"
 }
 
-# peers_mount FS: make FS (plain, btrfs, passthrough, passthrough-od, csdfs-lz4, csdfs-zstd1)
+# peers_mount FS: make FS (plain, btrfs, passthrough, passthrough-od, csdfs-lz4, csdfs-zstd1, csdfs-none)
 # and mount it on ${mnt_of[FS]}
 peers_mount() {
 	local fs=$1 m
