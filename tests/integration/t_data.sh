@@ -171,7 +171,36 @@ else
 	fail "fio verify_only of data written before the remount (exit $?): $(grep -iE 'verify|bad|crc' "$WORK/fio.persist-verify.out" | head -n 3 | tr '\n' '|')"
 fi
 
+# --- 5. access times ---
+# The kernel leaves a FUSE file's atime to the daemon: by default csdfs
+# updates it as relatime does, with -o noatime never. An O_DIRECT read
+# reaches the daemon whatever the page cache holds; the atime is read back
+# after a remount, from the volume. The default's update is the
+# counter-check that the noatime case would see one.
 if [ $PLAIN = 0 ]; then
+	log "[$((SECONDS - T_START)) s] 5. access times"
+	head -c 65536 /dev/urandom >"$MNT/atime"
+	old=$(($(date +%s) - 2 * 86400))
+	# atime_after_read LABEL updated|kept [MOUNT OPTIONS...]
+	atime_after_read() {
+		local label=$1 want=$2 a
+		shift 2
+		remount "$@" || return
+		touch -a -d "@$old" "$MNT/atime"
+		dd if="$MNT/atime" of=/dev/null bs=4096 iflag=direct status=none
+		[ "$want" = kept ] && check "-o noatime is in the mount's flags" \
+			grep -q "^noatime$" < <(findmnt -n -o VFS-OPTIONS "$MNT" | tr , '\n')
+		remount || return
+		a=$(stat -c %X "$MNT/atime")
+		if { [ "$want" = updated ] && [ "$a" -gt "$old" ]; } ||
+			{ [ "$want" = kept ] && [ "$a" = "$old" ]; }; then
+			pass "atime $label"
+		else
+			fail "atime $label: $a after the read, set to $old before it (want $want)"
+		fi
+	}
+	atime_after_read "by default: a read updates a 2-day-old atime (relatime)" updated
+	atime_after_read "with -o noatime: a read leaves it alone" kept -o noatime
 	umount_vol
 	fsck_clean "after data tests"
 fi
