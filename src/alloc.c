@@ -363,15 +363,26 @@ static uint64_t quarantine_usable(struct csdfs_alloc *a, uint64_t minrun)
 	return total;
 }
 
+/* What a data write can still use of the head's run: its whole raw
+ * chunks. A rest shorter than @minrun holds no raw chunk; the head gives
+ * it back as a fragment when it moves on, so statfs must not count it
+ * (a write of exactly f_bavail bytes failed by those blocks). */
+static uint64_t head_usable(const struct csdfs_alloc *a, uint64_t minrun)
+{
+	uint64_t n = (a->head_end - a->head) / BS;
+
+	return minrun > 1 ? n - n % minrun : n;
+}
+
 uint64_t csdfs_alloc_usable(struct csdfs_alloc *a)
 {
-	return (a->head_end - a->head) / BS + (a->navail - a->nshort) +
+	return head_usable(a, a->minrun) + (a->navail - a->nshort) +
 	       quarantine_usable(a, a->minrun);
 }
 
 uint64_t csdfs_alloc_usable_scan(struct csdfs_alloc *a, uint64_t minrun)
 {
-	uint64_t total = (a->head_end - a->head) / BS, b = a->first;
+	uint64_t total = head_usable(a, minrun), b = a->first;
 
 	while (b < a->total) {
 		uint64_t n;

@@ -132,11 +132,11 @@ void csdfs_alloc_set_minrun(struct csdfs_alloc *a, uint64_t minrun);
 /*
  * csdfs_alloc_usable - blocks a data write can still use: allocatable
  * blocks in runs of at least minrun (kept up to date by every change, so
- * this costs the same on any volume size), the rest of the head's run, and
- * quarantined runs of at least minrun (usable after the next commit; their
- * number is bounded by a commit group, not by the volume). Fragments too
- * small for a chunk are not counted: statfs must not promise them. Merges
- * the quarantine first.
+ * this costs the same on any volume size), the rest of the head's run in
+ * multiples of minrun, and quarantined runs of at least minrun (usable
+ * after the next commit; their number is bounded by a commit group, not by
+ * the volume). Fragments too small for a chunk are not counted: statfs
+ * must not promise them. Merges the quarantine first.
  */
 uint64_t csdfs_alloc_usable(struct csdfs_alloc *a);
 /* The same by a walk of the whole bitmap, for any @minrun: the reference

@@ -271,6 +271,37 @@ START_TEST(test_enospc_fragmented)
 }
 END_TEST
 
+/* The head's rest counts in whole raw chunks: what statfs promises from
+ * it, a data write can fill (t_space once saw a write of exactly f_bavail
+ * bytes fail by a 3-block rest). Counter-check: the placement the count
+ * refuses to promise does fail. */
+START_TEST(test_usable_head_rest)
+{
+	struct csdfs_alloc a;
+	uint64_t pa;
+
+	setup_alloc(&a, FIRST + 11);
+	csdfs_alloc_mark_free(&a, FIRST, 11);
+	csdfs_alloc_set_minrun(&a, 4);
+	/* The first raw chunk takes the whole run as the head's. */
+	ck_assert_int_eq(csdfs_alloc_place(&a, 4 * BS, false, &pa), 0);
+	ck_assert_uint_eq(a.navail, 0);
+	ck_assert_uint_eq(a.head_end - a.head, 7 * BS);
+	ck_assert_uint_eq(csdfs_alloc_usable(&a), 4);
+	ck_assert_uint_eq(csdfs_alloc_usable_scan(&a, 4), 4);
+	ck_assert_int_eq(csdfs_alloc_place(&a, 4 * BS, false, &pa), 0);
+	/* A 3-block rest: nothing a raw chunk can use, and none fits. */
+	ck_assert_uint_eq(a.head_end - a.head, 3 * BS);
+	ck_assert_uint_eq(csdfs_alloc_usable(&a), 0);
+	ck_assert_uint_eq(csdfs_alloc_usable_scan(&a, 4), 0);
+	ck_assert_int_eq(csdfs_alloc_place(&a, 4 * BS, false, &pa), -ENOSPC);
+	/* Smaller (compressed) chunks still fill it. */
+	ck_assert_int_eq(csdfs_alloc_place(&a, 3 * BS, false, &pa), 0);
+	check_navail(&a);
+	csdfs_alloc_release(&a);
+}
+END_TEST
+
 /* A placement that found no run remembers it, and forgets it as soon as
  * a freed block joins a run that long. */
 START_TEST(test_enospc_remembered)
@@ -965,6 +996,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(basic, test_new_run_returns_untouched);
 	tcase_add_test(basic, test_enter_hook);
 	tcase_add_test(basic, test_enospc_fragmented);
+	tcase_add_test(basic, test_usable_head_rest);
 	tcase_add_test(basic, test_enospc_remembered);
 	tcase_add_test(basic, test_next_fit_wraps);
 	tcase_add_test(basic, test_reserve);
