@@ -37,7 +37,8 @@ enum opt_id {
 	O_COMMIT_MS, O_MAX_THREADS, O_CACHE_SIZE, O_READAHEAD, O_MAX_DIRTY,
 	O_COMPACT_DEAD,
 	O_WRITEBACK, O_NOWRITEBACK, O_URING, O_NOURING, O_NOPUNCH, O_NOJOURNAL,
-	O_ALLOW_OTHER, O_NOALLOW_OTHER, O_NO_ATIME, O_TEST_TORN,
+	O_ALLOW_OTHER, O_NOALLOW_OTHER, O_NO_ATIME, O_RELATIME, O_STRICTATIME,
+	O_NORELATIME, O_TEST_TORN,
 	O_COUNT
 };
 
@@ -107,6 +108,12 @@ static const struct opt_def opt_defs[] = {
 	  "never update access times (by default a read\n"
 	  "updates one older than the file's change or a day,\n"
 	  "as relatime does: a metadata write)" },
+	{ "relatime", O_RELATIME, OPT_FLAG, 0, 0, NULL, "-o relatime",
+	  "the default, as above (accepted for fstab lines)" },
+	{ "nostrictatime", O_RELATIME, OPT_FLAG, 0, 0, NULL, NULL, NULL },
+	/* Refused in one line after parsing: csdfs has no strict mode. */
+	{ "strictatime", O_STRICTATIME, OPT_FLAG, 0, 0, NULL, NULL, NULL },
+	{ "norelatime", O_NORELATIME, OPT_FLAG, 0, 0, NULL, NULL, NULL },
 	{ "test_torn", O_TEST_TORN, OPT_FLAG, 0, 0, NULL, NULL, NULL },  /* tests only: csdfs(8) */
 };
 #define N_OPT_DEFS (sizeof(opt_defs) / sizeof(opt_defs[0]))
@@ -527,6 +534,11 @@ int main(int argc, char *argv[])
 	if (!o.volume || !o.mountpoint) {
 		fprintf(stderr, "csdfs: %s (try --help)\n",
 			!o.volume ? "missing VOLUME and MOUNTPOINT" : "missing MOUNTPOINT");
+		goto out_args;
+	}
+	if (o.flag[O_STRICTATIME] || o.flag[O_NORELATIME]) {
+		fprintf(stderr, "csdfs: -o %s is not supported: csdfs updates access times as relatime does (the default) or not at all (-o noatime)\n",
+			o.flag[O_STRICTATIME] ? "strictatime" : "norelatime");
 		goto out_args;
 	}
 	if (options_check(&o))

@@ -300,6 +300,8 @@ option_refused "max_dirty=-1" "bad value '-1' for -o max_dirty \\(a size from 0 
 option_refused "bogus" "^csdfs: unknown option 'bogus' \\(csdfs --help"
 option_refused "bogus,nonsense" "^csdfs: unknown option 'bogus,nonsense'"
 option_refused "commit_ms" "^csdfs: unknown option 'commit_ms'"
+option_refused "strictatime" "^csdfs: -o strictatime is not supported: csdfs updates access times as relatime does"
+option_refused "norelatime" "^csdfs: -o norelatime is not supported"
 
 # --- already mounted ---
 VOL=$GOOD

@@ -201,6 +201,7 @@ if [ $PLAIN = 0 ]; then
 	}
 	atime_after_read "by default: a read updates a 2-day-old atime (relatime)" updated
 	atime_after_read "with -o noatime: a read leaves it alone" kept -o noatime
+	atime_after_read "with -o relatime (the default, named): a read updates it" updated -o relatime
 	umount_vol
 	fsck_clean "after data tests"
 fi
