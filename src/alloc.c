@@ -103,12 +103,52 @@ static uint64_t short_near(const struct csdfs_alloc *a, uint64_t lo, uint64_t hi
 	return total;
 }
 
+/* Is every block of raw-chunk group @g (blocks [g * minrun, (g + 1) *
+ * minrun)) allocatable? */
+static bool group_full(const struct csdfs_alloc *a, uint64_t g)
+{
+	uint64_t b = g * a->minrun;
+
+	if (b + a->minrun > a->total)
+		return false;
+	if (64 % a->minrun == 0) {   /* the group lies inside one word */
+		uint64_t mask = a->minrun == 64 ? ~0ull :
+				((1ull << a->minrun) - 1) << (b & 63);
+
+		return (a->bits[b >> 6] & mask) == mask;
+	}
+	return run_len(a, b, a->minrun) == a->minrun;
+}
+
+/* Full raw-chunk groups among those touching blocks [start, end). */
+static uint64_t full_groups(const struct csdfs_alloc *a, uint64_t start,
+			    uint64_t end)
+{
+	uint64_t n = 0;
+
+	if (a->minrun <= 1)
+		return 0;
+	for (uint64_t g = start / a->minrun; g * a->minrun < end; g++)
+		n += group_full(a, g);
+	return n;
+}
+
+/* Raw-chunk groups that lie wholly inside blocks [start, start + count). */
+static uint64_t groups_inside(uint64_t start, uint64_t count, uint64_t minrun)
+{
+	uint64_t first = (start + minrun - 1) / minrun, end = (start + count) / minrun;
+
+	return end > first ? end - first : 0;
+}
+
 static void set_range(struct csdfs_alloc *a, uint64_t start, uint64_t count,
 		      int on)
 {
-	/* The runs that can change are those touching the range's ends. */
+	/* The runs that can change are those touching the range's ends; the
+	 * groups, those touching the range. */
 	uint64_t lo = start ? start - 1 : 0, hi = start + count + 1;
 	uint64_t before = short_near(a, lo, hi);
+	uint64_t groups_before = full_groups(a, start, start + count);
 
 	for (uint64_t b = start; b < start + count; b++) {
 		uint64_t m = 1ull << (b & 63);
@@ -123,6 +163,7 @@ static void set_range(struct csdfs_alloc *a, uint64_t start, uint64_t count,
 		}
 	}
 	a->nshort += short_near(a, lo, hi) - before;
+	a->ngroups += full_groups(a, start, start + count) - groups_before;
 	/* Blocks made free may join a run long enough for the placement
 	 * that found none: measure it, no further than that length. */
 	if (on && a->nofit && count) {
@@ -345,6 +386,7 @@ void csdfs_alloc_set_minrun(struct csdfs_alloc *a, uint64_t minrun)
 {
 	a->minrun = minrun ? minrun : 1;
 	a->nshort = short_near(a, a->first, a->total);
+	a->ngroups = full_groups(a, a->first, a->total);
 }
 
 /* Quarantined runs a write of @minrun blocks can use after the next commit. */
@@ -356,8 +398,8 @@ static uint64_t quarantine_usable(struct csdfs_alloc *a, uint64_t minrun)
 	if (a->quar_minrun == minrun)
 		return a->quar_usable;
 	for (size_t i = 0; i < a->nquar; i++)
-		if (a->quar[i].count >= minrun)
-			total += a->quar[i].count;
+		total += minrun > 1 ? groups_inside(a->quar[i].start, a->quar[i].count,
+						    minrun) * minrun : a->quar[i].count;
 	a->quar_usable = total;
 	a->quar_minrun = minrun;
 	return total;
@@ -376,8 +418,9 @@ static uint64_t head_usable(const struct csdfs_alloc *a, uint64_t minrun)
 
 uint64_t csdfs_alloc_usable(struct csdfs_alloc *a)
 {
-	return head_usable(a, a->minrun) + (a->navail - a->nshort) +
-	       quarantine_usable(a, a->minrun);
+	uint64_t avail = a->minrun > 1 ? a->ngroups * a->minrun : a->navail;
+
+	return head_usable(a, a->minrun) + avail + quarantine_usable(a, a->minrun);
 }
 
 uint64_t csdfs_alloc_usable_scan(struct csdfs_alloc *a, uint64_t minrun)
@@ -391,8 +434,7 @@ uint64_t csdfs_alloc_usable_scan(struct csdfs_alloc *a, uint64_t minrun)
 		if (b >= a->total)
 			break;
 		n = run_len(a, b, a->total - b);
-		if (n >= minrun)
-			total += n;
+		total += minrun > 1 ? groups_inside(b, n, minrun) * minrun : n;
 		b += n;
 	}
 	return total + quarantine_usable(a, minrun);

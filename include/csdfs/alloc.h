@@ -38,6 +38,8 @@ struct csdfs_alloc {
 	uint64_t navail;         /* set bits */
 	uint64_t minrun;         /* blocks of the smallest run statfs counts */
 	uint64_t nshort;         /* set bits in runs shorter than minrun */
+	uint64_t ngroups;        /* raw-chunk groups (blocks [g * minrun,
+				  * (g + 1) * minrun)) wholly allocatable */
 	uint64_t hint;           /* next-fit search start */
 	uint64_t nofit;          /* no free run this long exists (a walk found
 				  * none, no block freed since joined one);
@@ -125,18 +127,26 @@ int csdfs_alloc_reuse(struct csdfs_alloc *a, uint64_t start, uint64_t count,
 		      int (*before)(void *ctx, uint64_t start, uint64_t count),
 		      void *ctx);
 
-/* Count runs of fewer than @minrun blocks as fragments from now on (the
- * blocks of a whole raw chunk). O(volume) once, at mount. */
+/* Count runs of fewer than @minrun blocks as fragments, and keep the
+ * count of raw-chunk groups, from now on (@minrun: the blocks of a whole
+ * raw chunk). O(volume) once, at mount. */
 void csdfs_alloc_set_minrun(struct csdfs_alloc *a, uint64_t minrun);
 
 /*
- * csdfs_alloc_usable - blocks a data write can still use: allocatable
- * blocks in runs of at least minrun (kept up to date by every change, so
- * this costs the same on any volume size), the rest of the head's run in
- * multiples of minrun, and quarantined runs of at least minrun (usable
- * after the next commit; their number is bounded by a commit group, not by
- * the volume). Fragments too small for a chunk are not counted: statfs
- * must not promise them. Merges the quarantine first.
+ * csdfs_alloc_usable - blocks a data write can surely still use, however
+ * incompressible: the rest of the head's run in multiples of minrun (the
+ * head places from where it stands), and, of the allocatable and the
+ * quarantined blocks (usable after the next commit), those in raw-chunk
+ * groups: minrun-aligned groups of minrun blocks wholly free. A free run
+ * of L blocks holds floor(L / minrun) raw chunks and at least that many
+ * groups less one, never more: the count may fall short of a run's
+ * capacity by up to minrun - 1 blocks (at most one chunk per run) but
+ * never promises a block a raw chunk cannot use, as counting each run's
+ * L mod minrun tail would (an 11-block run holds 8 blocks of raw chunks).
+ * Groups are a local property of minrun bits, so every change keeps the
+ * count in the cost of the blocks it changes, and this costs the same on
+ * any volume size (the quarantine's merge aside, bounded by a commit
+ * group). Merges the quarantine first.
  */
 uint64_t csdfs_alloc_usable(struct csdfs_alloc *a);
 /* The same by a walk of the whole bitmap, for any @minrun: the reference

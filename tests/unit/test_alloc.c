@@ -302,6 +302,40 @@ START_TEST(test_usable_head_rest)
 }
 END_TEST
 
+/* Free runs that are not the head's count in raw-chunk groups: what
+ * statfs promises, raw (incompressible) chunks fill, whatever the runs'
+ * lengths and places. Counter-check: counted whole (the old rule), the
+ * three runs below would promise 11 + 7 + 12 = 30 blocks where raw chunks
+ * take 2 + 1 + 3 = 6 chunks, 24 blocks. */
+START_TEST(test_usable_run_tails)
+{
+	static const struct csdfs_range runs[] = {
+		{ FIRST, 11 },           /* aligned: 2 groups, 2 chunks */
+		{ FIRST + 13, 7 },       /* 1 group (FIRST + 16), 1 chunk */
+		{ FIRST + 41, 12 },      /* 2 groups, 3 chunks: one short */
+	};
+	struct csdfs_alloc a;
+	uint64_t pa, promised, placed = 0;
+
+	setup_alloc(&a, FIRST + 64);
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)
+		csdfs_alloc_mark_free(&a, runs[i].start, runs[i].count);
+	csdfs_alloc_set_minrun(&a, 4);
+	promised = csdfs_alloc_usable(&a);
+	ck_assert_uint_eq(promised, 20);
+	ck_assert_uint_eq(csdfs_alloc_usable_scan(&a, 4), 20);
+	/* Never more than raw chunks take (here 24 blocks, 6 chunks). */
+	while (csdfs_alloc_place(&a, 4 * BS, false, &pa) == 0)
+		placed += 4;
+	ck_assert_uint_eq(placed, 24);
+	ck_assert_uint_le(promised, placed);
+	/* The count followed every change the placements made. */
+	ck_assert_uint_eq(csdfs_alloc_usable(&a), csdfs_alloc_usable_scan(&a, 4));
+	check_navail(&a);
+	csdfs_alloc_release(&a);
+}
+END_TEST
+
 /* A placement that found no run remembers it, and forgets it as soon as
  * a freed block joins a run that long. */
 START_TEST(test_enospc_remembered)
@@ -522,7 +556,8 @@ START_TEST(test_quarantine_merge_incremental)
 		ck_assert_uint_eq(a.nsorted, a.nquar);
 
 		/* Runs are in order, disjoint, not touching, and cover exactly
-		 * the model's blocks; the usable count for minrun 4 is theirs. */
+		 * the model's blocks; the usable count for minrun 4 is their
+		 * raw-chunk groups (4-aligned, 4 blocks, wholly in a run). */
 		uint64_t covered = 0, want4 = 0, run = 0;
 
 		for (size_t i = 0; i < a.nquar; i++) {
@@ -538,8 +573,11 @@ START_TEST(test_quarantine_merge_incremental)
 				run++;
 				continue;
 			}
-			if (run >= 4)
-				want4 += run;
+			if (run) {
+				uint64_t g0 = (b - run + 3) / 4, g1 = b / 4;
+
+				want4 += g1 > g0 ? (g1 - g0) * 4 : 0;
+			}
 			covered -= run;
 			run = 0;
 		}
@@ -997,6 +1035,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(basic, test_enter_hook);
 	tcase_add_test(basic, test_enospc_fragmented);
 	tcase_add_test(basic, test_usable_head_rest);
+	tcase_add_test(basic, test_usable_run_tails);
 	tcase_add_test(basic, test_enospc_remembered);
 	tcase_add_test(basic, test_next_fit_wraps);
 	tcase_add_test(basic, test_reserve);
