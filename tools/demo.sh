@@ -148,6 +148,8 @@ awk -v b="$copied" -v s="$start" -v e="$end" 'BEGIN {
 # --- numbers ----------------------------------------------------------------
 step "df -h $mnt"
 df -h "$mnt"
+echo "  (df counts logical space: Size is the volume's logical capacity, Used the"
+echo "  files' stored chunks, a whole chunk each; du below shows what they take)"
 
 step "du: physical (du -sh) vs logical (du -sh --apparent-size)"
 printf '  physical  %s\n' "$(du -sh "$mnt" | cut -f1)"
@@ -207,7 +209,7 @@ The volume stays mounted at $mnt; look around, e.g.
   getfattr -n user.csdfs.atomic_write_unit $mnt
 Unmount it with:
   fusermount3 -u $mnt
-then check it offline with:
-  $build/csdfs-fsck $vol
+then check it offline with (-v prints what it checked; silence means clean):
+  $build/csdfs-fsck -v $vol
 Run this script again to reuse the volume; 'rm -rf $vol' (unmounted) starts afresh.
 EOF

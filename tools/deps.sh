@@ -93,8 +93,8 @@ fuse_closed() {
 	[ $((8#$mode & 8#6)) -ne 6 ]
 }
 fuse_closed_msg() {
-	echo "'/dev/fuse' is mode $(stat -c '%04a' /dev/fuse): unprivileged users" \
-		"cannot mount csdfs (fix: chmod 0666 /dev/fuse, as udev's fuse rule does)"
+	echo "'/dev/fuse' is mode $(stat -c '%04a' /dev/fuse): only root can mount csdfs" \
+		"(for other users: chmod 0666 /dev/fuse, as udev's fuse rule does)"
 }
 
 if [ "$check_only" -eq 1 ]; then

@@ -162,7 +162,7 @@ if fuse_node 0600; then
 	bash "$REPO_ROOT/tools/deps.sh" test --check >"$WORK/deps.out" 2>&1
 	check_eq "deps.sh --check fails on a 0600 /dev/fuse" 1 $?
 	check_grep_i "deps.sh --check names the 0600 /dev/fuse and the fix" \
-		"'/dev/fuse' is mode 0600: unprivileged users cannot mount.*chmod 0666 /dev/fuse" \
+		"'/dev/fuse' is mode 0600: only root can mount csdfs.*chmod 0666 /dev/fuse" \
 		"$WORK/deps.out"
 	fuse_node 0666
 	bash "$REPO_ROOT/tools/deps.sh" test --check >"$WORK/deps.out" 2>&1
