@@ -15,14 +15,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "csdfs/format.h"
 #include "csdfs/io.h"
-
-#define BLOCK CSDFS_BLOCK_SIZE
 
 static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
@@ -139,50 +135,8 @@ static int posix_zero(struct csdfs_io *io, uint64_t off, uint64_t len)
 	return 0;
 }
 
-/* Pages asked of mincore per call: a head's run (4 MiB) in one. */
-#define UNCACHED_BATCH 1024u
-
-static int posix_uncached(struct csdfs_io *io, uint64_t off, uint64_t len,
-			  int (*fn)(void *ctx, uint64_t off, uint64_t len),
-			  void *ctx)
-{
-	unsigned char vec[UNCACHED_BATCH];
-	uint64_t run = 0, run_off = 0, end = off + len;
-	int rc;
-
-	if (!io->map || off % BLOCK || len % BLOCK || end > io->size)
-		return fn(ctx, off, len);
-	for (uint64_t at = off; at < end; at += UNCACHED_BATCH * (uint64_t)BLOCK) {
-		uint64_t n = (end - at) / BLOCK;
-
-		n = n < UNCACHED_BATCH ? n : UNCACHED_BATCH;
-		if (mincore((char *)io->map + at, n * BLOCK, vec)) {
-			/* Cannot tell: what is left is one stretch. */
-			if (!run)
-				run_off = at;
-			run += (end - at) / BLOCK;
-			break;
-		}
-		for (uint64_t i = 0; i < n; i++) {
-			if (!(vec[i] & 1)) {
-				if (!run)
-					run_off = at + i * BLOCK;
-				run++;
-				continue;
-			}
-			if (run && (rc = fn(ctx, run_off, run * BLOCK)))
-				return rc;
-			run = 0;
-		}
-	}
-	return run ? fn(ctx, run_off, run * BLOCK) : 0;
-}
-
 static void posix_close(struct csdfs_io *io)
 {
-	if (io->map)
-		munmap(io->map, io->size);
-	io->map = NULL;
 	if (io->fd >= 0)
 		close(io->fd);
 	if (io->dfd >= 0)
@@ -203,7 +157,6 @@ static const struct csdfs_io_ops posix_ops = {
 	.sync = posix_sync,
 	.punch = posix_punch,
 	.zero = posix_zero,
-	.uncached = posix_uncached,
 	.close = posix_close,
 };
 
@@ -237,7 +190,6 @@ static int io_init(struct csdfs_io *io, const struct csdfs_io_ops *ops, int fd,
 	io->size = (uint64_t)st->st_size;
 	io->role = role;
 	io->priv = NULL;
-	io->map = NULL;
 	return 0;
 }
 
@@ -258,14 +210,6 @@ int csdfs_io_open_posix(struct csdfs_io *io, const char *path)
 	if (rc) {
 		close(fd);
 		return rc;
-	}
-	/* Where the host page size is the block size: a mapping that asks
-	 * which blocks the host caches (posix_uncached). Without it every
-	 * range counts as uncached. */
-	if (io->size && sysconf(_SC_PAGESIZE) == BLOCK) {
-		io->map = mmap(NULL, io->size, PROT_READ, MAP_SHARED, fd, 0);
-		if (io->map == MAP_FAILED)
-			io->map = NULL;
 	}
 	/* Not every host file system takes O_DIRECT (tmpfs did not before
 	 * Linux 6.6): without it every read is buffered. The path may name

@@ -40,13 +40,6 @@ static void leave_cb(void *ctx, uint64_t block)
  * zero it reads nothing. A volume whose freed space is reused (any volume
  * that has aged) otherwise pays one such read per block it fills.
  */
-static int zero_cb(void *ctx, uint64_t off, uint64_t len)
-{
-	struct csdfs_vol *vol = ctx;
-
-	return csdfs_io_zero(&vol->io, off, len);
-}
-
 static void enter_cb(void *ctx, uint64_t start, uint64_t count)
 {
 	struct csdfs_vol *vol = ctx;
@@ -54,13 +47,8 @@ static void enter_cb(void *ctx, uint64_t start, uint64_t count)
 
 	if (!vol->zero_runs)
 		return;
-	/* Only where the host does not cache the block: over a cached page
-	 * a partial write reads nothing either, and zeroing would drop the
-	 * page, so that the write takes a fresh one (allocated, cleared and
-	 * first touched: on an aged volume the head would churn the whole
-	 * cache it sweeps). */
-	rc = csdfs_io_uncached(&vol->io, start * CSDFS_BLOCK_SIZE,
-			       count * CSDFS_BLOCK_SIZE, zero_cb, vol);
+	rc = csdfs_io_zero(&vol->io, start * CSDFS_BLOCK_SIZE,
+			   count * CSDFS_BLOCK_SIZE);
 	if (!rc)
 		return;
 	/* Only speed is lost, so once is enough to hear of it. */

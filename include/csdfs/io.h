@@ -59,14 +59,6 @@ struct csdfs_io_ops {
 	 * write of part of one of its blocks needs no read of the rest.
 	 * -EOPNOTSUPP where the host cannot. */
 	int (*zero)(struct csdfs_io *io, uint64_t off, uint64_t len);
-	/* Optional: call @fn, in order, for each stretch of [off, off + len)
-	 * (whole 4 KiB blocks) of which the host's page cache holds no
-	 * page; stop at @fn's first nonzero return and return it. Without
-	 * it (or where the backend cannot tell) the whole range is one
-	 * stretch. */
-	int (*uncached)(struct csdfs_io *io, uint64_t off, uint64_t len,
-			int (*fn)(void *ctx, uint64_t off, uint64_t len),
-			void *ctx);
 	/* Release the backend (closing the descriptors it owns); once, with
 	 * no other call in flight. */
 	void (*close)(struct csdfs_io *io);
@@ -82,9 +74,6 @@ struct csdfs_io {
 	                           * they are no longer tried (atomic) */
 	uint64_t size;            /* file size in bytes when opened (the
 	                           * container's never changes) */
-	void *map;                /* posix: the container mapped read-only,
-	                           * never touched, only asked (mincore) which
-	                           * pages the host caches; NULL if not */
 	enum csdfs_io_role role;
 	void *priv;               /* backend state (fault injection) */
 };
@@ -164,15 +153,6 @@ static inline int csdfs_io_zero(struct csdfs_io *io, uint64_t off,
 				uint64_t len)
 {
 	return io->ops->zero ? io->ops->zero(io, off, len) : -EOPNOTSUPP;
-}
-
-static inline int csdfs_io_uncached(struct csdfs_io *io, uint64_t off,
-				    uint64_t len,
-				    int (*fn)(void *ctx, uint64_t off, uint64_t len),
-				    void *ctx)
-{
-	return io->ops->uncached ? io->ops->uncached(io, off, len, fn, ctx) :
-	       fn(ctx, off, len);
 }
 
 static inline void csdfs_io_close(struct csdfs_io *io)

@@ -1032,81 +1032,6 @@ START_TEST(test_posix_direct_reads)
 }
 END_TEST
 
-/* Stretches csdfs_io_uncached reports, as "start+count" in pages. */
-struct stretches {
-	char text[256];
-	int stop_after;            /* return 7 from this call on; 0: never */
-	int calls;
-};
-
-static int note_stretch(void *ctx, uint64_t off, uint64_t len)
-{
-	struct stretches *s = ctx;
-	size_t n = strlen(s->text);
-
-	snprintf(s->text + n, sizeof(s->text) - n, "%s%llu+%llu", n ? " " : "",
-		 (unsigned long long)(off / 4096), (unsigned long long)(len / 4096));
-	return ++s->calls == s->stop_after ? 7 : 0;
-}
-
-/*
- * The posix container backend names the blocks the host does not cache:
- * pages written are cached, a hole never read is not. The allocation head
- * zeroes only those (volume.c enter_cb). Counter-check: without the
- * mapping, or behind a wrapper that lacks the op, the whole range is one
- * stretch.
- */
-START_TEST(test_posix_uncached)
-{
-	struct csdfs_io_fault f = { 0 };
-	struct stretches s = { 0 };
-	char path[1100], page[4096];
-	struct csdfs_io io;
-	void *map;
-	int fd;
-
-	memset(page, 0x6b, sizeof(page));
-	fixture_path(path, sizeof(path), "uncached");
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(ftruncate(fd, 16 * 4096), 0);
-	close(fd);
-	ck_assert_int_eq(csdfs_io_open_posix(&io, path), 0);
-	ck_assert_ptr_nonnull(io.map);
-	for (uint64_t p = 0; p < 16; p++)
-		if (p < 4 || p == 8 || p == 9)
-			ck_assert_int_eq(csdfs_io_pwrite(&io, page, 4096, p * 4096), 0);
-	ck_assert_int_eq(csdfs_io_uncached(&io, 0, 16 * 4096, note_stretch, &s), 0);
-	ck_assert_str_eq(s.text, "4+4 10+6");
-	memset(&s, 0, sizeof(s));
-	ck_assert_int_eq(csdfs_io_uncached(&io, 2 * 4096, 10 * 4096, note_stretch, &s), 0);
-	ck_assert_str_eq(s.text, "4+4 10+2");
-	/* A nonzero return stops the walk and is passed on. */
-	memset(&s, 0, sizeof(s));
-	s.stop_after = 1;
-	ck_assert_int_eq(csdfs_io_uncached(&io, 0, 16 * 4096, note_stretch, &s), 7);
-	ck_assert_str_eq(s.text, "4+4");
-	/* All cached: no stretch at all. */
-	memset(&s, 0, sizeof(s));
-	ck_assert_int_eq(csdfs_io_uncached(&io, 0, 4 * 4096, note_stretch, &s), 0);
-	ck_assert_int_eq(s.calls, 0);
-	/* Without the mapping: one stretch, the whole range. */
-	map = io.map;
-	io.map = NULL;
-	memset(&s, 0, sizeof(s));
-	ck_assert_int_eq(csdfs_io_uncached(&io, 0, 16 * 4096, note_stretch, &s), 0);
-	ck_assert_str_eq(s.text, "0+16");
-	io.map = map;
-	/* Behind a wrapper without the op: the same. */
-	ck_assert_int_eq(csdfs_io_fault_install(&io, &f), 0);
-	memset(&s, 0, sizeof(s));
-	ck_assert_int_eq(csdfs_io_uncached(&io, 0, 16 * 4096, note_stretch, &s), 0);
-	ck_assert_str_eq(s.text, "0+16");
-	csdfs_io_close(&io);
-	unlink(path);
-}
-END_TEST
-
 /*
  * The metadata files' backends: a plain file is made on request and grows
  * by its writes (the container's never does); a read past its end is -EIO.
@@ -1162,7 +1087,6 @@ static Suite *faults_suite(void)
 	tcase_add_test(base, test_no_fault);
 	tcase_add_test(base, test_fault_seam_threads);
 	tcase_add_test(base, test_posix_direct_reads);
-	tcase_add_test(base, test_posix_uncached);
 	tcase_add_test(base, test_posix_plain_files);
 	suite_add_tcase(s, base);
 
