@@ -133,7 +133,8 @@ static uint64_t full_groups(const struct csdfs_alloc *a, uint64_t start,
 	return n;
 }
 
-/* Raw-chunk groups that lie wholly inside blocks [start, start + count). */
+/* Raw-chunk groups that lie wholly inside blocks [start, start + count)
+ * (with @minrun 1: each block). */
 static uint64_t groups_inside(uint64_t start, uint64_t count, uint64_t minrun)
 {
 	uint64_t first = (start + minrun - 1) / minrun, end = (start + count) / minrun;
@@ -398,8 +399,7 @@ static uint64_t quarantine_usable(struct csdfs_alloc *a, uint64_t minrun)
 	if (a->quar_minrun == minrun)
 		return a->quar_usable;
 	for (size_t i = 0; i < a->nquar; i++)
-		total += minrun > 1 ? groups_inside(a->quar[i].start, a->quar[i].count,
-						    minrun) * minrun : a->quar[i].count;
+		total += groups_inside(a->quar[i].start, a->quar[i].count, minrun) * minrun;
 	a->quar_usable = total;
 	a->quar_minrun = minrun;
 	return total;
@@ -413,7 +413,7 @@ static uint64_t head_usable(const struct csdfs_alloc *a, uint64_t minrun)
 {
 	uint64_t n = (a->head_end - a->head) / BS;
 
-	return minrun > 1 ? n - n % minrun : n;
+	return n - n % minrun;
 }
 
 uint64_t csdfs_alloc_usable(struct csdfs_alloc *a)
@@ -425,7 +425,10 @@ uint64_t csdfs_alloc_usable(struct csdfs_alloc *a)
 
 uint64_t csdfs_alloc_usable_scan(struct csdfs_alloc *a, uint64_t minrun)
 {
-	uint64_t total = head_usable(a, minrun), b = a->first;
+	uint64_t total, b = a->first;
+
+	minrun = minrun ? minrun : 1;   /* as csdfs_alloc_set_minrun takes it */
+	total = head_usable(a, minrun);
 
 	while (b < a->total) {
 		uint64_t n;
@@ -434,7 +437,7 @@ uint64_t csdfs_alloc_usable_scan(struct csdfs_alloc *a, uint64_t minrun)
 		if (b >= a->total)
 			break;
 		n = run_len(a, b, a->total - b);
-		total += minrun > 1 ? groups_inside(b, n, minrun) * minrun : n;
+		total += groups_inside(b, n, minrun) * minrun;
 		b += n;
 	}
 	return total + quarantine_usable(a, minrun);
