@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 
 #include "csdfs/log.h"
+#include "csdfs/bufpool.h"
 #include "devio.h"
 #include "ops.h"
 #include "store.h"
@@ -409,14 +410,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct csdfs_store_ctx s = { ctx(req)->stores, ino };
 	/* Over io_uring the data is read straight into the buffer the reply
-	 * is committed from: no copy of it in the daemon. Either buffer is
-	 * page-aligned, so large reads can go past the host's page cache. */
+	 * is committed from: no copy of it in the daemon; else into a buffer
+	 * of the pool (csdfs/bufpool.h). Either is page-aligned,
+	 * so large reads can go past the host's page cache. */
 	char *room = csdfs_uring_reply_room(size);
-	char *buf = room;
+	char *buf = room ? room : csdfs_bufpool_get(size);
 	ssize_t n;
 
-	if (!buf && posix_memalign((void **)&buf, 4096, size ? size : 1))
-		buf = NULL;
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -431,7 +431,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 	if (!room)
-		free(buf);
+		csdfs_bufpool_put(buf, size);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,

@@ -15,6 +15,7 @@
 
 #include "csdfs/csum.h"
 #include "csdfs/log.h"
+#include "csdfs/bufpool.h"
 #include "data.h"
 
 #define NS_PER_DAY (86400ll * 1000000000ll)
@@ -274,9 +275,9 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	char *tmp = NULL, *scratch = NULL;
 	uint64_t first, last, n, end;
 	bool *have = NULL, need_atime = false;
-	size_t span_cap;
+	size_t span_cap = 0;
 	uint64_t gen;
-	uint32_t cs;
+	uint32_t cs = 0;
 	int rc;
 
 	in = csdfs_inode_get(vol, ino);
@@ -353,19 +354,15 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 	csdfs_op_end(&op, 0);
 	if (rc)
 		goto out;
-	/* Room for the stored bytes of every chunk asked for, up to one span:
-	 * a page-sized read does not allocate (and fault in) a whole span. */
+	/* Room for the stored bytes of every chunk asked for, up to one span
+	 * (a page-sized read touches no more of its buffer than that). */
 	span_cap = n * csdfs_codec_bound(cs) < READ_SPAN_MAX ?
 		   n * csdfs_codec_bound(cs) : READ_SPAN_MAX;
 	if (span_cap < csdfs_codec_bound(cs))
 		span_cap = csdfs_codec_bound(cs);
-	/* Only a read long enough for a streaming run reads direct: it alone
-	 * needs the scratch aligned, with room to round the run out (a
-	 * database's page read keeps a plain malloc). */
-	if (n * cs < READ_DIRECT_MIN)
-		scratch = malloc(span_cap);
-	else if (posix_memalign((void **)&scratch, CSDFS_IO_DIRECT_ALIGN, span_cap + SPAN_SLACK))
-		scratch = NULL;
+	/* From the pool (bufpool.h): aligned for a direct read, with room to
+	 * round the run out. */
+	scratch = csdfs_bufpool_get(span_cap + SPAN_SLACK);
 	if (!scratch) {
 		rc = -ENOMEM;
 		goto out;
@@ -396,7 +393,7 @@ ssize_t csdfs_fs_read_with(struct csdfs_vol *vol, uint64_t ino, char *buf,
 			uint64_t cend = cstart + cs < rec.size ? cstart + cs : rec.size;
 
 			/* A part of a chunk: decoded whole, then copied. */
-			if (!tmp && !(tmp = malloc(cs))) {
+			if (!tmp && !(tmp = csdfs_bufpool_get(cs))) {
 				rc = -ENOMEM;
 				break;
 			}
@@ -417,8 +414,8 @@ out:
 		free(recs);
 		free(have);
 	}
-	free(tmp);
-	free(scratch);
+	csdfs_bufpool_put(tmp, cs);
+	csdfs_bufpool_put(scratch, span_cap + SPAN_SLACK);
 	if (!rc && size && need_atime)
 		touch_atime(vol, ino);
 	csdfs_inode_put(vol, in);

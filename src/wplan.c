@@ -15,6 +15,7 @@
 
 #include "csdfs/csum.h"
 #include "csdfs/pool.h"
+#include "csdfs/bufpool.h"
 #include "data.h"
 
 /* ---- chunk stripes ------------------------------------------------------- */
@@ -92,7 +93,7 @@ void csdfs_stripes_unlock(struct csdfs_vol *vol,
 void csdfs_wplan_free(struct wplan *p)
 {
 	free(p->c);
-	free(p->pack);
+	csdfs_bufpool_put(p->pack, p->packcap);
 	p->c = NULL;
 	p->pack = NULL;
 	p->n = 0;
@@ -110,7 +111,8 @@ int csdfs_wplan_init(struct wplan *p, struct csdfs_vol *vol, uint64_t ino,
 	p->slot = -1;
 	p->c = calloc(n, sizeof(*p->c));
 	p->packcap = nstored * csdfs_codec_bound(p->cs);
-	p->pack = malloc(p->packcap ? p->packcap : 1);
+	/* From the pool (bufpool.h): not an mmap and munmap per 1 MiB write. */
+	p->pack = csdfs_bufpool_get(p->packcap);
 	if (!p->c || !p->pack) {
 		csdfs_wplan_free(p);
 		return -ENOMEM;
