@@ -28,7 +28,7 @@ void *csdfs_bufpool_get(size_t size)
 {
 	struct idle *b;
 
-	if (size > CSDFS_BUFPOOL_SIZE)
+	if (size < CSDFS_BUFPOOL_MIN || size > CSDFS_BUFPOOL_SIZE)
 		return aligned(size);
 	pthread_mutex_lock(&pool_lock);
 	b = idle_list;
@@ -46,7 +46,7 @@ void csdfs_bufpool_put(void *buf, size_t size)
 
 	if (!buf)
 		return;
-	if (size <= CSDFS_BUFPOOL_SIZE) {
+	if (size >= CSDFS_BUFPOOL_MIN && size <= CSDFS_BUFPOOL_SIZE) {
 		pthread_mutex_lock(&pool_lock);
 		if (idle_count < CSDFS_BUFPOOL_IDLE_MAX) {
 			b->next = idle_list;

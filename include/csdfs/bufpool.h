@@ -26,11 +26,17 @@
  * for the codec's bound. */
 #define CSDFS_BUFPOOL_SIZE ((size_t)(1u << 20) + 32768u)
 #define CSDFS_BUFPOOL_IDLE_MAX 8u
+/* Smaller requests (a database page's read or write) stay with malloc's
+ * heap, where they cost no mmap anyway: a pool buffer each would only
+ * make a miss, when more than IDLE_MAX requests are in flight, cost a
+ * megabyte's mapping. */
+#define CSDFS_BUFPOOL_MIN ((size_t)64 << 10)
 
 /*
  * csdfs_bufpool_get - @size bytes, 4096-aligned: an idle pool buffer when
- * @size <= CSDFS_BUFPOOL_SIZE (a new one if none is idle), else an
- * allocation of exactly @size. @return NULL when memory is short.
+ * @size is from CSDFS_BUFPOOL_MIN to CSDFS_BUFPOOL_SIZE (a new one if none
+ * is idle), else an allocation of exactly @size. @return NULL when memory
+ * is short.
  */
 void *csdfs_bufpool_get(size_t size);
 

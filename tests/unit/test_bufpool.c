@@ -2,7 +2,7 @@
 /*
  * Unit tests for bufpool.c: a buffer given back is handed out again, two
  * buffers in use are never the same, what is kept idle stays under its
- * bound, sizes past a pool buffer bypass the pool, and threads taking and
+ * bound, sizes outside the pool's range bypass it, and threads taking and
  * giving back at once never share a buffer.
  */
 #include <check.h>
@@ -15,20 +15,20 @@
 
 START_TEST(test_reused)
 {
-	char *a = csdfs_bufpool_get(4096);
+	char *a = csdfs_bufpool_get(CSDFS_BUFPOOL_MIN);
 	char *b;
 
 	ck_assert_ptr_nonnull(a);
 	ck_assert_uint_eq((uintptr_t)a % 4096, 0);
 	/* A pool buffer is whole whatever was asked for. */
 	memset(a, 0xa5, CSDFS_BUFPOOL_SIZE);
-	csdfs_bufpool_put(a, 4096);
+	csdfs_bufpool_put(a, CSDFS_BUFPOOL_MIN);
 	ck_assert_uint_eq(csdfs_bufpool_idle(), 1);
 	b = csdfs_bufpool_get(CSDFS_BUFPOOL_SIZE);
 	ck_assert_ptr_eq(a, b);
 	ck_assert_uint_eq(csdfs_bufpool_idle(), 0);
 	csdfs_bufpool_put(b, CSDFS_BUFPOOL_SIZE);
-	csdfs_bufpool_put(NULL, 4096);
+	csdfs_bufpool_put(NULL, CSDFS_BUFPOOL_MIN);
 	ck_assert_uint_eq(csdfs_bufpool_idle(), 1);
 }
 END_TEST
@@ -39,7 +39,7 @@ START_TEST(test_in_use_distinct_and_idle_bound)
 	char *b[N];
 
 	for (int i = 0; i < N; i++) {
-		b[i] = csdfs_bufpool_get((size_t)i * 1000);
+		b[i] = csdfs_bufpool_get(CSDFS_BUFPOOL_MIN + (size_t)i * 1000);
 		ck_assert_ptr_nonnull(b[i]);
 		memset(b[i], i, CSDFS_BUFPOOL_SIZE);
 		for (int j = 0; j < i; j++)
@@ -47,22 +47,33 @@ START_TEST(test_in_use_distinct_and_idle_bound)
 	}
 	for (int i = 0; i < N; i++) {
 		ck_assert_int_eq(b[i][CSDFS_BUFPOOL_SIZE - 1], i);
-		csdfs_bufpool_put(b[i], (size_t)i * 1000);
+		csdfs_bufpool_put(b[i], CSDFS_BUFPOOL_MIN + (size_t)i * 1000);
 	}
 	ck_assert_uint_eq(csdfs_bufpool_idle(), CSDFS_BUFPOOL_IDLE_MAX);
 }
 END_TEST
 
-START_TEST(test_too_large_bypasses)
+START_TEST(test_out_of_range_bypasses)
 {
-	size_t big = CSDFS_BUFPOOL_SIZE + 1;
-	char *p = csdfs_bufpool_get(big);
+	size_t sizes[] = { CSDFS_BUFPOOL_SIZE + 1, CSDFS_BUFPOOL_MIN - 1, 0, 16384 };
 
-	ck_assert_ptr_nonnull(p);
-	ck_assert_uint_eq((uintptr_t)p % 4096, 0);
-	memset(p, 3, big);
-	csdfs_bufpool_put(p, big);
-	ck_assert_uint_eq(csdfs_bufpool_idle(), 0);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char *p = csdfs_bufpool_get(sizes[i]);
+
+		ck_assert_ptr_nonnull(p);
+		ck_assert_uint_eq((uintptr_t)p % 4096, 0);
+		memset(p, 3, sizes[i]);
+		csdfs_bufpool_put(p, sizes[i]);
+		ck_assert_uint_eq(csdfs_bufpool_idle(), 0);
+	}
+	/* Nor do they take an idle buffer. */
+	csdfs_bufpool_put(csdfs_bufpool_get(CSDFS_BUFPOOL_SIZE), CSDFS_BUFPOOL_SIZE);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char *p = csdfs_bufpool_get(sizes[i]);
+
+		ck_assert_uint_eq(csdfs_bufpool_idle(), 1);
+		csdfs_bufpool_put(p, sizes[i]);
+	}
 }
 END_TEST
 
@@ -78,20 +89,20 @@ static void *churn(void *arg)
 	long bad = 0;
 
 	for (int r = 0; r < ROUNDS; r++) {
-		char *x = csdfs_bufpool_get(65536);
+		char *x = csdfs_bufpool_get(CSDFS_BUFPOOL_MIN);
 		char *y = csdfs_bufpool_get(CSDFS_BUFPOOL_SIZE);
 
 		if (!x || !y)
 			return (void *)-1L;
-		memset(x, me, 65536);
+		memset(x, me, CSDFS_BUFPOOL_MIN);
 		memset(y + CSDFS_BUFPOOL_SIZE - 4096, me, 4096);
 		sched_yield();
-		for (int k = 0; k < 65536; k += 512)
+		for (size_t k = 0; k < CSDFS_BUFPOOL_MIN; k += 512)
 			bad += x[k] != me;
 		for (size_t k = CSDFS_BUFPOOL_SIZE - 4096; k < CSDFS_BUFPOOL_SIZE; k += 512)
 			bad += y[k] != me;
 		csdfs_bufpool_put(y, CSDFS_BUFPOOL_SIZE);
-		csdfs_bufpool_put(x, 65536);
+		csdfs_bufpool_put(x, CSDFS_BUFPOOL_MIN);
 	}
 	return (void *)bad;
 }
@@ -119,7 +130,7 @@ static Suite *bufpool_suite(void)
 
 	tcase_add_test(tc, test_reused);
 	tcase_add_test(tc, test_in_use_distinct_and_idle_bound);
-	tcase_add_test(tc, test_too_large_bypasses);
+	tcase_add_test(tc, test_out_of_range_bypasses);
 	tcase_add_test(tc, test_threads);
 	suite_add_tcase(s, tc);
 	return s;
