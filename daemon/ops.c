@@ -411,8 +411,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct csdfs_store_ctx s = { ctx(req)->stores, ino };
 	/* Over io_uring the data is read straight into the buffer the reply
 	 * is committed from: no copy of it in the daemon; else into a buffer
-	 * of the pool (csdfs/bufpool.h). Either is page-aligned,
-	 * so large reads can go past the host's page cache. */
+	 * of the pool (csdfs/bufpool.h). Either is page-aligned for a large
+	 * read, so it can go past the host's page cache. */
 	char *room = csdfs_uring_reply_room(size);
 	char *buf = room ? room : csdfs_bufpool_get(size);
 	ssize_t n;

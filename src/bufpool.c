@@ -28,7 +28,9 @@ void *csdfs_bufpool_get(size_t size)
 {
 	struct idle *b;
 
-	if (size < CSDFS_BUFPOOL_MIN || size > CSDFS_BUFPOOL_SIZE)
+	if (size < CSDFS_BUFPOOL_MIN)
+		return malloc(size ? size : 1);
+	if (size > CSDFS_BUFPOOL_SIZE)
 		return aligned(size);
 	pthread_mutex_lock(&pool_lock);
 	b = idle_list;

@@ -144,6 +144,8 @@ int csdfs_read_chunk(struct csdfs_vol *vol, uint64_t ino, uint64_t idx,
  * since the kernel caches what we return. Smaller reads, such as a
  * database's page reads, keep the host's cache as a second level. */
 #define READ_DIRECT_MIN (128u << 10)
+_Static_assert(READ_DIRECT_MIN >= CSDFS_BUFPOOL_MIN,
+	       "a streaming read's buffers must come aligned from the pool");
 /* The read scratch has room to round a run out to whole host blocks. */
 #define SPAN_SLACK (2 * CSDFS_IO_DIRECT_ALIGN)
 

@@ -11,7 +11,7 @@
  * pages in and zeroes them again. On a cold 1 GiB sequential read of
  * incompressible data that was up to a third of the daemon's CPU.
  *
- * All buffers are CSDFS_BUFPOOL_SIZE bytes, 4096-aligned, and
+ * All pool buffers are CSDFS_BUFPOOL_SIZE bytes, 4096-aligned, and
  * interchangeable: any thread may give back what another took. At most
  * CSDFS_BUFPOOL_IDLE_MAX idle ones are kept (resident only as far as they
  * were ever touched); more in use at once are allocated and freed as
@@ -33,10 +33,11 @@
 #define CSDFS_BUFPOOL_MIN ((size_t)64 << 10)
 
 /*
- * csdfs_bufpool_get - @size bytes, 4096-aligned: an idle pool buffer when
- * @size is from CSDFS_BUFPOOL_MIN to CSDFS_BUFPOOL_SIZE (a new one if none
- * is idle), else an allocation of exactly @size. @return NULL when memory
- * is short.
+ * csdfs_bufpool_get - @size bytes: an idle pool buffer when @size is from
+ * CSDFS_BUFPOOL_MIN to CSDFS_BUFPOOL_SIZE (a new one if none is idle),
+ * else an allocation of exactly @size. From CSDFS_BUFPOOL_MIN bytes on the
+ * buffer is 4096-aligned (a direct read's target); below, it is malloc's.
+ * @return NULL when memory is short.
  */
 void *csdfs_bufpool_get(size_t size);
 
