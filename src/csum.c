@@ -37,6 +37,14 @@ static uint32_t crc32c_table[8][256];
  * linear, so four lookups do it for any register value.
  */
 #define LANE 1024u
+/*
+ * Each lane asks for its bytes one block ahead (a prefetch is a hint: past
+ * the buffer's end it costs nothing and cannot fault). Checking a chunk is
+ * often the first touch of bytes a direct read just put in memory, and
+ * every crc32 chain stalls on each cache miss: on a cold GiB checked
+ * 16 KiB at a time, 8 GB/s without, 12.5-15 GB/s with (memcpy: 15.5).
+ */
+#define PREFETCH_AHEAD (3 * LANE)
 static uint32_t lane_shift[4][256];
 
 typedef uint32_t crc32c_fn(uint32_t crc, const void *buf, size_t len);
@@ -137,15 +145,20 @@ static uint32_t crc32c_sse42(uint32_t crc, const unsigned char *p, size_t len)
 	while (len >= 3 * LANE) {
 		uint64_t c1 = 0, c2 = 0;
 
-		for (size_t i = 0; i < LANE; i += 8) {
-			uint64_t w0, w1, w2;
+		for (size_t l = 0; l < LANE; l += 64) {
+			__builtin_prefetch(p + l + PREFETCH_AHEAD);
+			__builtin_prefetch(p + LANE + l + PREFETCH_AHEAD);
+			__builtin_prefetch(p + 2 * LANE + l + PREFETCH_AHEAD);
+			for (size_t i = l; i < l + 64; i += 8) {
+				uint64_t w0, w1, w2;
 
-			memcpy(&w0, p + i, 8);
-			memcpy(&w1, p + LANE + i, 8);
-			memcpy(&w2, p + 2 * LANE + i, 8);
-			c = _mm_crc32_u64(c, w0);
-			c1 = _mm_crc32_u64(c1, w1);
-			c2 = _mm_crc32_u64(c2, w2);
+				memcpy(&w0, p + i, 8);
+				memcpy(&w1, p + LANE + i, 8);
+				memcpy(&w2, p + 2 * LANE + i, 8);
+				c = _mm_crc32_u64(c, w0);
+				c1 = _mm_crc32_u64(c1, w1);
+				c2 = _mm_crc32_u64(c2, w2);
+			}
 		}
 		c = lane_shift_apply((uint32_t)c) ^ c1;
 		c = lane_shift_apply((uint32_t)c) ^ c2;
