@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#include "csdfs/log.h"
 #include "csdfs/bufpool.h"
+#include "csdfs/log.h"
 #include "devio.h"
 #include "ops.h"
 #include "store.h"

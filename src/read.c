@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "csdfs/bufpool.h"
 #include "csdfs/csum.h"
 #include "csdfs/log.h"
-#include "csdfs/bufpool.h"
 #include "data.h"
 
 #define NS_PER_DAY (86400ll * 1000000000ll)

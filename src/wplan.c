@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "csdfs/bufpool.h"
 #include "csdfs/csum.h"
 #include "csdfs/pool.h"
-#include "csdfs/bufpool.h"
 #include "data.h"
 
 /* ---- chunk stripes ------------------------------------------------------- */
