@@ -128,6 +128,22 @@ int csdfs_reg_load(struct csdfs_vol *vol, uint64_t ino,
 int csdfs_reg_load_codec(struct csdfs_vol *vol, uint64_t ino,
 			 struct csdfs_inode_disk *rec);
 
+/* A chunk a write covers only in part, looked up with the file's record
+ * (csdfs_reg_load_write). */
+struct wpart {
+	uint64_t idx;
+	bool mapped;                 /* false: a hole */
+	struct csdfs_chunk_disk c;   /* when mapped */
+};
+
+/* csdfs_reg_load (@codec: csdfs_reg_load_codec), and in the same read
+ * operation the mappings of the @n chunks in @parts (at most two: a
+ * write's first and last), whose stripes the caller holds. One round on
+ * vol->lock instead of 1 + @n. */
+int csdfs_reg_load_write(struct csdfs_vol *vol, uint64_t ino,
+			 struct csdfs_inode_disk *rec, struct wpart *parts,
+			 size_t n, bool codec);
+
 /* ---- read.c: one stored chunk -------------------------------------------- */
 
 /* Look chunk @idx of @ino up afresh. @return 0, -ENOENT for a hole. */

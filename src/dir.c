@@ -409,6 +409,7 @@ static int drop_link(struct csdfs_op *op, uint64_t ino,
 		if (rc && rc != -ENOENT)
 			return rc;
 		rec->parent = dir;
+		csdfs_policy_moved(op->vol);
 	}
 	if (rec->nlink)
 		return csdfs_irec_store(op->txn, ino, rec);
@@ -502,6 +503,9 @@ static int rename_locked(struct csdfs_op *op, const struct csdfs_cred *cred,
 	bool dst_exists, sdir, ddir = false;
 	int rc;
 
+	/* A move can put a file under another directory's policy. */
+	if (p != np)
+		csdfs_policy_moved(op->vol);
 	rc = load_dir(op->txn, p, &pdir);
 	if (!rc && p != np)
 		rc = load_dir(op->txn, np, npdir);

@@ -441,6 +441,11 @@ int csdfs_rollup_drop(struct csdfs_txn *txn, uint64_t ino)
 
 /* ---- effective policy ---------------------------------------------------- */
 
+void csdfs_policy_moved(struct csdfs_vol *vol)
+{
+	__atomic_add_fetch(&vol->policy_gen, 1, __ATOMIC_RELEASE);
+}
+
 int csdfs_policy_resolve(struct csdfs_vol *vol, struct csdfs_txn *txn, uint64_t ino,
 			 const struct csdfs_inode_disk *rec, struct csdfs_policy *p)
 {

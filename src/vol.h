@@ -67,6 +67,9 @@ struct csdfs_inode {
 	uint32_t chunk_size;       /* atomic: the file's chunk size, 0 until
 				    * known; changes only under io_lock held
 				    * exclusively (an empty file's policy) */
+	uint64_t codec_memo;       /* atomic: the file's effective codec as a
+				    * write resolved it, and the volume's
+				    * policy_gen then (write.c); 0: none */
 	struct csdfs_inode *next;  /* itable lock */
 };
 
@@ -130,6 +133,9 @@ struct csdfs_vol {
 	struct csdfs_pool *pool;   /* compression workers (thread-safe itself) */
 	uint64_t bad_seen[CSDFS_BAD_SEEN]; /* lock: pa + 1 of reported bad chunks */
 	uint64_t store_seq;        /* atomic: last csdfs_inode.store_gen given */
+	uint64_t policy_gen;       /* atomic: bumped inside every operation that
+				    * can change which codec policy a file
+				    * inherits (csdfs_policy_moved) */
 	struct csdfs_journal journal;
 	uint64_t group_commits;    /* lock: made durable since open */
 	unsigned compact_dead;     /* background compaction above this percent
@@ -301,7 +307,8 @@ void csdfs_irec_apply_attrs(struct csdfs_inode_disk *rec, const struct stat *in,
  * the volume's default. Resolved when used, never copied: a directory's new
  * setting, a cleared one or a rename apply at once to everything beneath,
  * for the price of walking the ancestors (which every store walks anyway for
- * the roll-ups, with the same bound). A regular file's chunk size is fixed
+ * the roll-ups, with the same bound). Writes remember a file's result until
+ * any such change (csdfs_policy_moved). A regular file's chunk size is fixed
  * by its first data: p->chunk_size is what a new child of @ino would get.
  */
 struct csdfs_policy {
@@ -310,6 +317,10 @@ struct csdfs_policy {
 	uint32_t chunk_size;
 	uint64_t chunk_from;       /* likewise */
 };
+/* Forget every file's remembered effective codec: called inside (under
+ * vol->lock) an operation that sets or clears a policy or moves a file or
+ * directory to another parent. */
+void csdfs_policy_moved(struct csdfs_vol *vol);
 /* @rec: @ino's record, as loaded in @txn. @return 0 or -errno. */
 int csdfs_policy_resolve(struct csdfs_vol *vol, struct csdfs_txn *txn, uint64_t ino,
 			 const struct csdfs_inode_disk *rec, struct csdfs_policy *p);

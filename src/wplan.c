@@ -476,6 +476,13 @@ int csdfs_reg_load(struct csdfs_vol *vol, uint64_t ino,
 int csdfs_reg_load_codec(struct csdfs_vol *vol, uint64_t ino,
 			 struct csdfs_inode_disk *rec)
 {
+	return csdfs_reg_load_write(vol, ino, rec, NULL, 0, true);
+}
+
+int csdfs_reg_load_write(struct csdfs_vol *vol, uint64_t ino,
+			 struct csdfs_inode_disk *rec, struct wpart *parts,
+			 size_t n, bool codec)
+{
 	struct csdfs_policy p;
 	struct csdfs_op op;
 	int rc;
@@ -484,10 +491,16 @@ int csdfs_reg_load_codec(struct csdfs_vol *vol, uint64_t ino,
 	if (rc)
 		return rc;
 	rc = reg_check(rec);
-	if (!rc)
+	if (!rc && codec)
 		rc = csdfs_policy_resolve(vol, op.txn, ino, rec, &p);
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = csdfs_chunk_get(op.txn, ino, parts[i].idx, &parts[i].c);
+		parts[i].mapped = !rc;
+		if (rc == -ENOENT)
+			rc = 0;
+	}
 	rc = csdfs_op_end(&op, rc);
-	if (!rc) {
+	if (!rc && codec) {
 		rec->codec = p.codec.id;
 		rec->level = p.codec.level;
 	}

@@ -22,6 +22,38 @@ struct write_edit {
 	unsigned flags;
 };
 
+/*
+ * A file's effective codec, remembered from the last write that resolved it
+ * for as long as the volume's policy_gen stays as it was then. A write of
+ * whole chunks (a database page) then reads nothing before the operation
+ * that maps them; a partial write reads the record and its chunks' old
+ * mappings but not the directories above. One word: (policy_gen + 1) << 16,
+ * the codec id, the level.
+ */
+static uint64_t memo_of(uint64_t gen, const struct csdfs_inode_disk *rec)
+{
+	return (gen + 1) << 16 | (uint64_t)rec->codec << 8 | (uint8_t)rec->level;
+}
+
+static bool codec_recall(uint64_t memo, uint64_t gen, struct csdfs_codec_spec *spec)
+{
+	if (memo >> 16 != gen + 1)
+		return false;
+	spec->id = (uint8_t)(memo >> 8);
+	spec->level = (int8_t)(uint8_t)memo;
+	return true;
+}
+
+/* The looked-up mapping of chunk @idx, NULL if it was not looked up. */
+static const struct wpart *part_of(const struct wpart *parts, size_t n,
+				   uint64_t idx)
+{
+	for (size_t i = 0; i < n; i++)
+		if (parts[i].idx == idx)
+			return &parts[i];
+	return NULL;
+}
+
 static int write_edit(struct csdfs_op *op, struct csdfs_inode_disk *rec, void *arg)
 {
 	const struct write_edit *we = arg;
@@ -37,10 +69,14 @@ static int write_edit(struct csdfs_op *op, struct csdfs_inode_disk *rec, void *a
 ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 		       size_t size, uint64_t off, unsigned flags)
 {
-	uint64_t mask[CSDFS_STRIPES / 64], first, last, end = off + size;
+	uint64_t mask[CSDFS_STRIPES / 64], first, last, end = off + size, gen;
 	struct csdfs_inode_disk rec;
 	struct csdfs_inode *in;
 	struct wplan plan;
+	struct wpart parts[2];
+	struct csdfs_codec_spec known;
+	size_t nparts = 0;
+	bool recalled;
 	char *tmp = NULL, *scratch = NULL;
 	uint32_t cs;
 	int rc;
@@ -64,15 +100,46 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 	}
 	first = off / cs;
 	last = (end - 1) / cs;
+	/* Only the first and the last chunk can be covered in part: their
+	 * mappings come with the record, in the same round on vol->lock (a
+	 * chunk that turns out whole, up to EOF, was looked up for nothing). */
+	if (off % cs || (first == last && end % cs))
+		parts[nparts++].idx = first;
+	if (last != first && end % cs)
+		parts[nparts++].idx = last;
 	csdfs_stripes_lock_range(vol, ino, first, last, mask);
-	/* The size that matters is the one after we own our chunks. */
-	rc = csdfs_reg_load_codec(vol, ino, &rec);
+	/* Policy changes bump policy_gen under vol->lock: read it before the
+	 * record, so that a codec resolved from an older state is never
+	 * remembered as current. */
+	gen = __atomic_load_n(&vol->policy_gen, __ATOMIC_ACQUIRE);
+	recalled = codec_recall(__atomic_load_n(&in->codec_memo, __ATOMIC_RELAXED),
+				gen, &known);
+	if (!nparts && recalled) {
+		/* Whole chunks: neither the size nor the old mappings matter
+		 * (the record is read where the plan is applied). */
+		memset(&rec, 0, sizeof(rec));
+		rec.chunk_size = cs;
+		rec.codec = known.id;
+		rec.level = known.level;
+		rc = 0;
+		goto plan;
+	}
+	/* The size that matters is the one after we own our chunks; their
+	 * mappings stay as read while we hold their stripes. */
+	rc = csdfs_reg_load_write(vol, ino, &rec, parts, nparts, !recalled);
+	if (!rc && recalled) {
+		rec.codec = known.id;
+		rec.level = known.level;
+	} else if (!rc) {
+		__atomic_store_n(&in->codec_memo, memo_of(gen, &rec), __ATOMIC_RELAXED);
+	}
 	if (!rc && (rec.chunk_size ? rec.chunk_size : vol->sb.chunk_size) != cs) {
 		csdfs_log(LOG_ERR, "inode %llu: chunk size changed under a write",
 			  (unsigned long long)ino);
 		__atomic_store_n(&in->chunk_size, 0, __ATOMIC_RELAXED);
 		rc = -EIO;
 	}
+plan:
 	if (!rc)
 		rc = csdfs_wplan_init(&plan, vol, ino, &rec, last - first + 1,
 			       last - first + 1);
@@ -102,8 +169,13 @@ ssize_t csdfs_fs_write(struct csdfs_vol *vol, uint64_t ino, const char *buf,
 			char *cb = tmp + (idx == first ? 0 : cs);
 			uint64_t keep = rec.size > cstart ? rec.size - cstart : 0;
 			uint32_t llen = keep < cs ? (uint32_t)keep : cs;
+			const struct wpart *wp = part_of(parts, nparts, idx);
 
-			rc = csdfs_read_chunk(vol, ino, idx, cs, NULL, cb, scratch, false);
+			if (wp && !wp->mapped)
+				memset(cb, 0, cs);
+			else
+				rc = csdfs_read_chunk(vol, ino, idx, cs, wp ? &wp->c : NULL,
+						      cb, scratch, false);
 			if (rc)
 				break;
 			memcpy(cb + ws, buf + (cstart + ws - off), we - ws);

@@ -373,6 +373,8 @@ static int policy_change(struct csdfs_vol *vol, uint64_t ino, const char *attr,
 		rec.chunk_size = (uint32_t)chunk;
 	}
 	rec.ctime_ns = csdfs_now_ns();
+	if (!rc)
+		csdfs_policy_moved(vol);
 	rc = csdfs_op_end_irec(&op, ino, &rec, rc);
 	if (!rc && !is_codec)
 		__atomic_store_n(&in->chunk_size, 0, __ATOMIC_RELAXED);

@@ -1641,6 +1641,84 @@ START_TEST(test_policy_effective)
 }
 END_TEST
 
+/* File @ino's stored bytes all have codec @want ("lz4=..." alone). */
+static void expect_only_codec(struct csdfs_vol *vol, uint64_t ino, const char *want)
+{
+	char buf[256];
+	size_t n = strlen(want);
+
+	ck_assert_int_gt(xget(vol, ino, "user.csdfs.codec", buf, sizeof(buf)), 0);
+	ck_assert_msg(!strncmp(buf, want, n) && buf[n] == '=' && !strchr(buf, ' '),
+		      "codec mix '%s', want only %s", buf, want);
+}
+
+/*
+ * A write of whole chunks remembers the file's effective codec while no
+ * policy changed anywhere (write.c). Every change that moves it must be
+ * seen by the next such write: a setting above the file, a rename into
+ * another directory, and an unlink that hands the file to another link's
+ * directory. The file stays referenced throughout, as the kernel keeps an
+ * open file, so the remembered codec is not dropped with the inode.
+ */
+START_TEST(test_policy_memo)
+{
+	char path[512], buf[256];
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "polmemo", NULL);
+	size_t len = 4 * CS;
+	char *half = malloc(len);
+	uint64_t a, d, e, f;
+	struct stat st;
+
+	ck_assert_ptr_nonnull(half);
+	rng_state = 11;
+	fill(K_HALF, half, len);
+	a = mkdir_(vol, ROOT, "a");
+	d = mkdir_(vol, a, "d");
+	e = mkdir_(vol, ROOT, "e");
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, a, "user.csdfs.codec", "lz4", 3, 0), 0);
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, e, "user.csdfs.codec", "zstd:3", 6, 0), 0);
+	f = mkfile(vol, d, "f");
+	csdfs_fs_ref(vol, f);  /* as the kernel's entry reply does */
+	/* Twice: the second write of whole chunks takes the remembered codec. */
+	wr(vol, f, half, len, 0);
+	wr(vol, f, half, len, 0);
+	expect_only_codec(vol, f, "lz4");
+
+	/* A nearer directory's setting, made after those writes. */
+	ck_assert_int_eq(csdfs_fs_setxattr(vol, d, "user.csdfs.codec", "zstd:9", 6, 0), 0);
+	/* A write of part of a chunk, which reads the record anyway, takes
+	 * the remembered codec too: here it must not. */
+	wr(vol, f, half + 10, 100, 10);
+	ck_assert_int_gt(xget(vol, f, "user.csdfs.codec", buf, sizeof(buf)), 0);
+	ck_assert_msg(strstr(buf, "zstd:9="), "codec mix '%s' after a partial write", buf);
+	wr(vol, f, half, len, 0);
+	expect_only_codec(vol, f, "zstd:9");
+	/* Cleared again: back to the one above. */
+	ck_assert_int_eq(csdfs_fs_removexattr(vol, d, "user.csdfs.codec"), 0);
+	wr(vol, f, half, len, 0);
+	expect_only_codec(vol, f, "lz4");
+
+	/* Renamed under e. */
+	ck_assert_int_eq(csdfs_fs_rename(vol, d, "f", e, "f", 0), 0);
+	wr(vol, f, half, len, 0);
+	expect_only_codec(vol, f, "zstd:3");
+
+	/* A second link in d, then the link in e (its parent) goes: the file
+	 * now belongs to d, under a's lz4. */
+	ck_assert_int_eq(csdfs_fs_link(vol, f, d, "g", &st), 0);
+	wr(vol, f, half, len, 0);
+	expect_only_codec(vol, f, "zstd:3");
+	ck_assert_int_eq(csdfs_fs_unlink(vol, e, "f"), 0);
+	wr(vol, f, half, len, 0);
+	expect_only_codec(vol, f, "lz4");
+	expect_file(vol, f, half, len);
+
+	csdfs_fs_forget(vol, f, 1);
+	close_fsck(vol, path);
+	free(half);
+}
+END_TEST
+
 /* ---- statfs -------------------------------------------------------------- */
 
 START_TEST(test_statfs)
@@ -3295,6 +3373,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(ns, test_rollup);
 	tcase_add_test(ns, test_policy_recompress);
 	tcase_add_test(ns, test_policy_effective);
+	tcase_add_test(ns, test_policy_memo);
 	suite_add_tcase(s, ns);
 
 	tcase_set_timeout(life, 300);
