@@ -35,14 +35,23 @@ int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
 		     const struct csdfs_inode_disk *rec)
 {
 	struct csdfs_inode_disk old;
+	int rc;
+
+	rc = csdfs_irec_load(txn, ino, &old);
+	if (rc && rc != -ENOENT)
+		return rc;
+	return csdfs_irec_replace(txn, ino, rc ? NULL : &old, rec);
+}
+
+int csdfs_irec_replace(struct csdfs_txn *txn, uint64_t ino,
+		       const struct csdfs_inode_disk *old,
+		       const struct csdfs_inode_disk *rec)
+{
 	uint8_t key[8];
 	int rc;
 
 	/* Every store carries its difference up the directory roll-ups. */
-	rc = csdfs_irec_load(txn, ino, &old);
-	if (rc && rc != -ENOENT)
-		return rc;
-	rc = csdfs_rollup_on_store(txn, ino, rc ? NULL : &old, rec);
+	rc = csdfs_rollup_on_store(txn, ino, old, rec);
 	if (rc)
 		return rc;
 	csdfs_be64_put(key, ino);

@@ -293,6 +293,12 @@ int csdfs_irec_load(struct csdfs_txn *txn, uint64_t ino,
 		    struct csdfs_inode_disk *rec);
 int csdfs_irec_store(struct csdfs_txn *txn, uint64_t ino,
 		     const struct csdfs_inode_disk *rec);
+/* The same store when the caller holds the record as it is stored now
+ * (@old, NULL for none: read in this operation, not changed since), which
+ * spares the store reading it again. */
+int csdfs_irec_replace(struct csdfs_txn *txn, uint64_t ino,
+		       const struct csdfs_inode_disk *old,
+		       const struct csdfs_inode_disk *rec);
 void csdfs_irec_to_stat(uint64_t ino, const struct csdfs_inode_disk *rec,
 			struct stat *st);
 /* Apply the CSDFS_SET_* attributes of @mask from @in; ctime becomes @now

@@ -433,18 +433,22 @@ void csdfs_wplan_abandon(struct wplan *p)
 
 int csdfs_wplan_apply(struct wplan *p, csdfs_wplan_edit_fn edit, void *arg)
 {
-	struct csdfs_inode_disk rec;
+	struct csdfs_inode_disk rec, stored;
 	struct csdfs_op op;
 	int rc;
 
 	rc = csdfs_op_begin_irec(p->vol, &op, true, p->ino, &rec);
 	if (rc)
 		return rc;
+	/* The mapping changes this file's numbers in @rec alone (a block
+	 * charge moved onto it included, see charge_inode): its stored
+	 * record stays as read until the store below. */
+	stored = rec;
 	rc = csdfs_wplan_commit(p, &op, &rec);
 	if (!rc && edit)
 		rc = edit(&op, &rec, arg);
 	if (!rc)
-		rc = csdfs_irec_store(op.txn, p->ino, &rec);
+		rc = csdfs_irec_replace(op.txn, p->ino, &stored, &rec);
 	if (!rc)
 		csdfs_op_touch(&op, p->ino);
 	rc = csdfs_op_end(&op, rc);
