@@ -1081,6 +1081,67 @@ static void damage(struct fixture *fx, int what, uint64_t a, uint64_t b)
 	csdfs_meta_close(m);
 }
 
+/*
+ * A chunk is stored up to its last non-zero byte (wplan.c trim_zeros, which
+ * looks at eight bytes at a time): for every position of that byte, inside
+ * and at the edges of an eight-byte word, the stored length is exactly it,
+ * the bytes read back are the bytes written, and a chunk of zeros is a
+ * hole. The file's last chunk ends at EOF, not on a word boundary.
+ */
+START_TEST(test_trailing_zeros)
+{
+	static const uint32_t last[] = { 1, 2, 7, 8, 9, 15, 16, 17, 4095, 4096,
+					 8193, CS - 1, CS, 0 };
+	const size_t n = sizeof(last) / sizeof(last[0]);
+	struct fixture fx;
+	char *buf = malloc(CS), *back = malloc(CS);
+	uint64_t f;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_ptr_nonnull(back);
+	setup_vol(&fx, "zeros");
+	f = make_file(&fx, "f");
+	for (size_t i = 0; i < n; i++) {
+		memset(buf, 0, CS);
+		if (last[i]) {
+			buf[0] = 1;               /* a non-zero word further back */
+			buf[last[i] - 1] = 0x5a;
+		}
+		ck_assert_int_eq(csdfs_fs_write(fx.vol, f, buf, CS, i * CS, false), (ssize_t)CS);
+	}
+	/* The tail: 13 bytes past the last whole chunk, its last 2 zero. */
+	memset(buf, 0, CS);
+	buf[10] = 0x33;
+	ck_assert_int_eq(csdfs_fs_write(fx.vol, f, buf, 13, n * CS, false), 13);
+	for (size_t i = 0; i <= n; i++) {
+		uint32_t want = i < n ? last[i] : 11;
+		struct csdfs_chunk_disk c;
+		struct csdfs_op op;
+		int rc;
+
+		ck_assert_int_eq(csdfs_op_begin_read(fx.vol, &op), 0);
+		rc = csdfs_op_end(&op, csdfs_chunk_get(op.txn, f, i, &c));
+		if (!want) {
+			ck_assert_int_eq(rc, -ENOENT);
+			continue;
+		}
+		ck_assert_int_eq(rc, 0);
+		ck_assert_msg(c.llen == want, "chunk %zu: %u bytes stored, expected %u",
+			      i, c.llen, want);
+		memset(back, 0x77, CS);
+		ck_assert_int_eq(csdfs_fs_read(fx.vol, f, back, i < n ? CS : 13, i * CS),
+				 i < n ? (ssize_t)CS : 13);
+		ck_assert_int_eq(back[want - 1], i < n ? 0x5a : 0x33);
+		for (uint32_t b = want; b < (i < n ? CS : 13); b++)
+			ck_assert_int_eq(back[b], 0);
+	}
+	free(buf);
+	free(back);
+	vol_close(&fx);
+	fsck_expect(&fx, 0);
+}
+END_TEST
+
 START_TEST(test_fsck_detects)
 {
 	struct fixture fx;
@@ -1156,6 +1217,7 @@ static Suite *extent_suite(void)
 	tcase_add_test(map_tc, test_freemap);
 	tcase_add_test(map_tc, test_freemap_take_ends);
 	tcase_add_test(map_tc, test_retry_commit_reuses_head_block);
+	tcase_add_test(map_tc, test_trailing_zeros);
 	suite_add_tcase(s, map_tc);
 
 	tcase_set_timeout(fsck, 120);
