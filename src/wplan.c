@@ -128,9 +128,6 @@ int csdfs_wplan_init(struct wplan *p, struct csdfs_vol *vol, uint64_t ino,
 	return 0;
 }
 
-/* Add chunk @idx with logical content @src[0..llen): trailing zeros are not
- * stored, an all-zero chunk becomes a hole. Compression happens for the
- * whole plan at once (plan_compress). */
 /* @len less the zero bytes @src ends with, looked at eight at a time.
  * fio's 2:1 data ends every 4 KiB in 2 KiB of zeros: byte by byte, this
  * scan was 1.9 % of the daemon's CPU under its 4 KiB random writes. */
@@ -142,13 +139,20 @@ static uint32_t trim_zeros(const char *src, uint32_t len)
 		len--;
 	if (len % 8)
 		return len;
-	while (len >= 8 && (memcpy(&w, src + len - 8, 8), !w))
+	while (len >= 8) {
+		memcpy(&w, src + len - 8, 8);
+		if (w)
+			break;
 		len -= 8;
+	}
 	while (len && !src[len - 1])
 		len--;
 	return len;
 }
 
+/* Add chunk @idx with logical content @src[0..llen): trailing zeros are not
+ * stored, an all-zero chunk becomes a hole. Compression happens for the
+ * whole plan at once (plan_compress). */
 int csdfs_wplan_add(struct wplan *p, uint64_t idx, const char *src,
 		    uint32_t llen)
 {
