@@ -12,6 +12,7 @@
 #include <string.h>
 #include <linux/falloc.h>
 
+#include "csdfs/bufpool.h"
 #include "csdfs/log.h"
 #include "data.h"
 
@@ -158,8 +159,8 @@ plan:
 		/* Only the first and the last chunk can be partial; each gets
 		 * its own buffer (the plan keeps pointing at it). */
 		if (!tmp) {
-			tmp = malloc(2 * (size_t)cs);
-			scratch = malloc(csdfs_codec_bound(cs));
+			tmp = csdfs_bufpool_get(2 * (size_t)cs);
+			scratch = csdfs_bufpool_get(csdfs_codec_bound(cs));
 			if (!tmp || !scratch) {
 				rc = -ENOMEM;
 				break;
@@ -202,8 +203,8 @@ out_unlock_stripes:
 	csdfs_stripes_unlock(vol, mask);
 out_unlock_io:
 	pthread_rwlock_unlock(&in->io_lock);
-	free(tmp);
-	free(scratch);
+	csdfs_bufpool_put(tmp, 2 * (size_t)cs);
+	csdfs_bufpool_put(scratch, csdfs_codec_bound(cs));
 	if (!rc && (flags & CSDFS_WRITE_SYNC))
 		rc = csdfs_vol_commit_for(vol, ino);
 	csdfs_inode_put(vol, in);
@@ -232,8 +233,8 @@ static int zero_range_plan(struct csdfs_vol *vol, uint64_t ino,
 		return rc;
 	/* The plan points into these until it is written: one buffer for
 	 * each of the two chunks that can be partial. */
-	tmp = malloc(2 * (size_t)cs);
-	scratch = malloc(csdfs_codec_bound(cs));
+	tmp = csdfs_bufpool_get(2 * (size_t)cs);
+	scratch = csdfs_bufpool_get(csdfs_codec_bound(cs));
 	if (!tmp || !scratch) {
 		rc = -ENOMEM;
 		goto out;
@@ -257,8 +258,8 @@ static int zero_range_plan(struct csdfs_vol *vol, uint64_t ino,
 	if (!rc)
 		rc = csdfs_wplan_write(plan, true);
 out:
-	free(tmp);
-	free(scratch);
+	csdfs_bufpool_put(tmp, 2 * (size_t)cs);
+	csdfs_bufpool_put(scratch, csdfs_codec_bound(cs));
 	return rc;
 }
 

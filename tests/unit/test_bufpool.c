@@ -3,7 +3,9 @@
  * Unit tests for bufpool.c: a buffer given back is handed out again, two
  * buffers in use are never the same, what is kept idle stays under its
  * bound, sizes outside the pool's range bypass it, and threads taking and
- * giving back at once never share a buffer.
+ * giving back at once never share a buffer. Small buffers: a thread gets
+ * back what it gave, keeps at most four, never shares one with another
+ * thread, and frees its own when it exits (the ASan pass's leak check).
  */
 #include <check.h>
 #include <pthread.h>
@@ -78,6 +80,72 @@ START_TEST(test_out_of_range_bypasses)
 }
 END_TEST
 
+START_TEST(test_small_reused_per_thread)
+{
+	char *a[6];
+
+	ck_assert_uint_eq(csdfs_bufpool_small_idle(), 0);
+	a[0] = csdfs_bufpool_get(16384);
+	ck_assert_ptr_nonnull(a[0]);
+	/* Whole whatever was asked for. */
+	memset(a[0], 0x5a, CSDFS_BUFPOOL_MIN);
+	csdfs_bufpool_put(a[0], 16384);
+	ck_assert_uint_eq(csdfs_bufpool_small_idle(), 1);
+	/* Any small size takes it back; the large pool is not touched. */
+	ck_assert_ptr_eq(csdfs_bufpool_get(100), a[0]);
+	ck_assert_uint_eq(csdfs_bufpool_small_idle(), 0);
+	ck_assert_uint_eq(csdfs_bufpool_idle(), 0);
+	for (int i = 1; i < 6; i++) {
+		a[i] = csdfs_bufpool_get(CSDFS_BUFPOOL_MIN - 1);
+		ck_assert_ptr_nonnull(a[i]);
+		for (int j = 0; j < i; j++)
+			ck_assert_ptr_ne(a[i], a[j]);
+	}
+	for (int i = 0; i < 6; i++)
+		csdfs_bufpool_put(a[i], 0);
+	/* The first four given back are kept (the last two freed), and
+	 * given out again newest first, each once. */
+	ck_assert_uint_eq(csdfs_bufpool_small_idle(), 4);
+	for (int i = 3; i >= 0; i--)
+		ck_assert_ptr_eq(csdfs_bufpool_get(1), a[i]);
+	ck_assert_uint_eq(csdfs_bufpool_small_idle(), 0);
+	for (int i = 0; i < 4; i++)
+		csdfs_bufpool_put(a[i], 1);
+}
+END_TEST
+
+/* A new thread starts with no small buffers of its own, whatever the
+ * caller keeps; it keeps what it gives back until it exits. */
+static void *small_in_thread(void *arg)
+{
+	char *x, *y;
+
+	if (csdfs_bufpool_small_idle() != 0)
+		return (void *)1L;
+	x = csdfs_bufpool_get(4096);
+	y = csdfs_bufpool_get(4096);
+	if (!x || !y || x == y || x == arg || y == arg)
+		return (void *)2L;
+	csdfs_bufpool_put(x, 4096);
+	csdfs_bufpool_put(y, 4096);
+	return (void *)(uintptr_t)(csdfs_bufpool_small_idle() == 2 ? 0 : 3);
+}
+
+START_TEST(test_small_own_to_thread)
+{
+	char *mine = csdfs_bufpool_get(4096);
+	pthread_t th;
+	void *res;
+
+	csdfs_bufpool_put(mine, 4096);
+	ck_assert_uint_eq(csdfs_bufpool_small_idle(), 1);
+	ck_assert_int_eq(pthread_create(&th, NULL, small_in_thread, mine), 0);
+	pthread_join(th, &res);
+	ck_assert_ptr_null(res);
+	ck_assert_uint_eq(csdfs_bufpool_small_idle(), 1);
+}
+END_TEST
+
 #define NTHREADS 8
 #define ROUNDS 2000
 
@@ -92,9 +160,11 @@ static void *churn(void *arg)
 	for (int r = 0; r < ROUNDS; r++) {
 		char *x = csdfs_bufpool_get(CSDFS_BUFPOOL_MIN);
 		char *y = csdfs_bufpool_get(CSDFS_BUFPOOL_SIZE);
+		char *z = csdfs_bufpool_get(16384);
 
-		if (!x || !y)
+		if (!x || !y || !z)
 			return (void *)-1L;
+		memset(z, me, CSDFS_BUFPOOL_MIN);
 		memset(x, me, CSDFS_BUFPOOL_MIN);
 		memset(y + CSDFS_BUFPOOL_SIZE - 4096, me, 4096);
 		sched_yield();
@@ -102,6 +172,9 @@ static void *churn(void *arg)
 			bad += x[k] != me;
 		for (size_t k = CSDFS_BUFPOOL_SIZE - 4096; k < CSDFS_BUFPOOL_SIZE; k += 512)
 			bad += y[k] != me;
+		for (size_t k = 0; k < CSDFS_BUFPOOL_MIN; k += 512)
+			bad += z[k] != me;
+		csdfs_bufpool_put(z, 16384);
 		csdfs_bufpool_put(y, CSDFS_BUFPOOL_SIZE);
 		csdfs_bufpool_put(x, CSDFS_BUFPOOL_MIN);
 	}
@@ -132,6 +205,8 @@ static Suite *bufpool_suite(void)
 	tcase_add_test(tc, test_reused);
 	tcase_add_test(tc, test_in_use_distinct_and_idle_bound);
 	tcase_add_test(tc, test_out_of_range_bypasses);
+	tcase_add_test(tc, test_small_reused_per_thread);
+	tcase_add_test(tc, test_small_own_to_thread);
 	tcase_add_test(tc, test_threads);
 	suite_add_tcase(s, tc);
 	return s;

@@ -2,8 +2,9 @@
 /*
  * Unit tests for cache.c (decoded-chunk cache) and pool.c (worker pool):
  * hits return exactly what was put, keys differ by every field, the byte
- * budget is never exceeded and evicts the least recently used, a zero
- * budget disables the cache; the pool runs every index exactly once from
+ * budget is never exceeded and evicts the least recently used, an entry
+ * recycled by a full cache holds only its new key's bytes, a zero budget
+ * disables the cache; the pool runs every index exactly once from
  * many callers at once and reports the first error.
  */
 #include <check.h>
@@ -73,6 +74,47 @@ START_TEST(test_budget_lru)
 		ck_assert_int_eq(csdfs_cache_get(c, &last, buf, CS), 0);
 		ck_assert_int_eq(csdfs_cache_get(c, &first, buf, CS), -ENOENT);
 	}
+	csdfs_cache_free(c);
+}
+END_TEST
+
+/* A full cache puts each new chunk into the entry it evicts. Every key gets
+ * its own bytes and used length, and the sizes alternate so that some
+ * insertions recycle and some cannot: what a hit returns must always be
+ * exactly what was put under that key, never a recycled entry's old
+ * bytes or a stale tail. */
+START_TEST(test_full_recycles)
+{
+	size_t budget = 8 * CS * 16;  /* 8 entries per shard */
+	struct csdfs_cache *c = csdfs_cache_new(budget);
+	char in[CS], out[CS];
+	uint64_t hits, misses;
+	size_t bytes, found = 0;
+
+	for (uint64_t i = 0; i < 3000; i++) {
+		struct csdfs_cache_key k = { 3, i, i * 4096, (uint32_t)(i * 7) };
+		size_t len = i % 5 == 4 ? CS / 2 : CS;
+		size_t used = 1 + (i * 131) % len;
+
+		memset(in, (int)(i % 251) + 1, used);
+		csdfs_cache_put(c, &k, in, used, len);
+		csdfs_cache_stats(c, &hits, &misses, &bytes);
+		ck_assert_uint_le(bytes, budget);
+	}
+	for (uint64_t i = 0; i < 3000; i++) {
+		struct csdfs_cache_key k = { 3, i, i * 4096, (uint32_t)(i * 7) };
+		size_t len = i % 5 == 4 ? CS / 2 : CS;
+		size_t used = 1 + (i * 131) % len;
+
+		memset(out, 0x77, sizeof(out));
+		if (csdfs_cache_get(c, &k, out, len))
+			continue;
+		found++;
+		for (size_t b = 0; b < len; b++)
+			ck_assert_int_eq(out[b], b < used ? (char)((i % 251) + 1) : 0);
+	}
+	/* The newest entries of every shard are still there. */
+	ck_assert_uint_ge(found, 16 * 4);
 	csdfs_cache_free(c);
 }
 END_TEST
@@ -211,6 +253,7 @@ static Suite *cache_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_hit_miss);
 	tcase_add_test(tc, test_budget_lru);
+	tcase_add_test(tc, test_full_recycles);
 	tcase_add_test(tc, test_set_budget);
 	tcase_add_test(tc, test_disabled);
 	tcase_add_test(tc, test_pool);
