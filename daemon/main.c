@@ -84,7 +84,7 @@ static const struct opt_def opt_defs[] = {
 	  "send every buffered write(2) to csdfs as it is\n"
 	  "made (slower): atomic writes (G3) then hold for\n"
 	  "buffered writes too, not only for O_DIRECT and\n"
-	  "O_SYNC/O_DSYNC ones; see csdfs(8)" },
+	  "O_SYNC/O_DSYNC ones, with one exception: csdfs(8)" },
 	{ "uring", O_URING, OPT_FLAG, 0, 0, NULL, NULL, NULL },
 	{ "nouring", O_NOURING, OPT_FLAG, 0, 0, NULL, "-o nouring",
 	  "serve requests through read/write on /dev/fuse even\n"
