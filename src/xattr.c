@@ -5,9 +5,10 @@
  * accounting. The virtual ones answer getxattr by name but are never listed,
  * so cp -a, tar --xattrs and rsync -X do not try to copy them. Most come
  * from the inode record or the roll-ups; user.csdfs.histogram scans the
- * file's chunk map (read.c) and user.csdfs.syncs reads the I/O seam's
- * counters. user.csdfs.requests is the daemon's own (it counts the FUSE
- * requests) and never reaches this file.
+ * file's chunk map (read.c), user.csdfs.syncs reads the I/O seam's
+ * counters and user.csdfs.cache the decoded-chunk cache's (cache.c).
+ * user.csdfs.requests is the daemon's own (it counts the FUSE requests) and
+ * never reaches this file.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -176,6 +177,19 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 				(unsigned long long)csdfs_io_syncs(CSDFS_IO_META_RECORD),
 				(unsigned long long)vol->group_commits,
 				(unsigned long long)vol->journal.segments);
+	}
+	if (!strcmp(attr, "cache")) {
+		uint64_t hits, misses;
+		size_t bytes;
+
+		/* Under vol->lock, as fit_cache_locked (commit.c) resizes the
+		 * cache: its shard locks are leaves, taken after vol->lock and
+		 * never holding it. Counts since mount (the cache is the open
+		 * volume's); a disabled cache counts nothing. */
+		csdfs_cache_stats(vol->cache, &hits, &misses, &bytes);
+		return snprintf(buf, len, "hits=%llu misses=%llu bytes=%llu",
+				(unsigned long long)hits, (unsigned long long)misses,
+				(unsigned long long)bytes);
 	}
 	if (!strcmp(attr, "checksum_errors"))
 		return snprintf(buf, len, "%llu", (unsigned long long)c->csum_errors);

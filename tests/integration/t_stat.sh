@@ -473,6 +473,98 @@ if need_json "-f --json request and sync counts"; then
 	check "-f --json syncs_container ($n)" test "$n" -ge $(($(count_of "$syn0" container) + 20))
 fi
 
+# ---------- the decoded-chunk cache ----------
+# 8 chunks of compressible data, written whole with O_DIRECT (one request
+# per chunk: a whole-chunk write is not cached, wplan.c, where a writeback
+# flush could end inside one), then a 4 KiB part of each read twice with
+# O_DIRECT (past the kernel's page cache, so every read reaches the
+# daemon): a part of a chunk is decoded whole and kept, so the first pass
+# misses 8 times and the second hits 8 times. (A read of whole chunks is
+# never kept: the kernel caches those.) Counted since mount in
+# user.csdfs.cache, libcsdfs's.
+log "[$((SECONDS - T_START)) s] chunk cache"
+# cache_sample: "hits misses bytes" from user.csdfs.cache and, when JSON can
+# be read, from csdfs-stat -f --json (the same three numbers, then the ratio)
+cache_sample() {
+	local v
+	v=$(xv "$MNT" user.csdfs.cache)
+	printf '%s\n' "$v" >>"$OUT/cache-attrs"
+	printf '%s %s %s' "$(count_of "$v" hits)" "$(count_of "$v" misses)" "$(count_of "$v" bytes)"
+}
+cache_json() {
+	bounded 60 "$STAT" -f --json "$MNT" >"$OUT/cache.json" 2>&1 || return 1
+	printf '%s %s %s %s' "$(jget "$OUT/cache.json" volumes.0.cache_hits)" \
+		"$(jget "$OUT/cache.json" volumes.0.cache_misses)" \
+		"$(jget "$OUT/cache.json" volumes.0.cache_bytes)" \
+		"$(jget "$OUT/cache.json" volumes.0.cache_hit_ratio)"
+}
+# read_parts: one 4 KiB direct read inside each of the 8 chunks
+read_parts() {
+	local i ok=0
+	for ((i = 0; i < 8; i++)); do
+		bounded 30 dd if="$T/cached" of=/dev/null bs=4K count=1 iflag=direct \
+			skip=$((i * cs / 4096 + 1)) status=none || ok=1
+	done
+	return $ok
+}
+: >"$OUT/cache-attrs"
+cache_sample >/dev/null
+check_grep_i "user.csdfs.cache: hits=N misses=N bytes=N" '^hits=[0-9]+ misses=[0-9]+ bytes=[0-9]+$' \
+	"$OUT/cache-attrs"
+touch "$T/cached"
+cs=$(xv "$T/cached" user.csdfs.chunk_size)
+yes 'csdfs chunk cache: the same line over and over' |
+	dd of="$T/cached" bs="$cs" count=8 iflag=fullblock oflag=direct conv=fsync status=none ||
+	fail "dd: writing $T/cached"
+# only that file's chunks are read from here on: nothing else moves the counters
+j0=
+if [ -n "$JSON" ]; then j0=$(cache_json); fi
+c1=$(cache_sample)
+check "8 direct reads of a part of a chunk" read_parts
+c2=$(cache_sample)
+j1=
+if [ -n "$JSON" ]; then j1=$(cache_json); fi
+check "8 direct reads of the same parts again" read_parts
+c3=$(cache_sample)
+j2=
+if [ -n "$JSON" ]; then j2=$(cache_json); fi
+{ read -r h1 m1 b1 <<<"$c1"; read -r h2 m2 b2 <<<"$c2"; read -r h3 m3 b3 <<<"$c3"; }
+check_eq "first reads: 8 misses more, no hit ($c1 -> $c2)" "8 0" "$((m2 - m1)) $((h2 - h1))"
+check_eq "second reads: 8 hits more, no miss ($c2 -> $c3)" "8 0" "$((h3 - h2)) $((m3 - m2))"
+check "the cache holds the 8 chunks after the first reads ($b1 -> $b2 bytes)" \
+	test "$b2" -ge $((b1 + 8 * cs))
+# counter-check: a value that never changed fails here, whatever the deltas
+check "user.csdfs.cache changed with each pass ($(tr '\n' '|' <"$OUT/cache-attrs"))" \
+	test "$(sed -n 2p "$OUT/cache-attrs")" != "$(sed -n 3p "$OUT/cache-attrs")" -a \
+	"$(sed -n 3p "$OUT/cache-attrs")" != "$(sed -n 4p "$OUT/cache-attrs")"
+getfattr -d -m - "$MNT" >"$OUT/root-listed2" 2>&1
+check "user.csdfs.cache is not listed" bash -c "! grep -q 'cache' '$OUT/root-listed2'"
+bounded 60 "$STAT" -f "$MNT" >"$OUT/fc.txt" 2>&1
+log "$(grep '^  Chunk cache' "$OUT/fc.txt")"
+check_grep_i "-f shows the chunk cache line" \
+	'^  Chunk cache +hits [0-9]+, misses [0-9]+, hit ratio ([0-9]+\.[0-9]%|-), [0-9.]+[KMGTPE]? held$' \
+	"$OUT/fc.txt"
+read -r h4 m4 < <(awk '/^  Chunk cache / { gsub(",", ""); print $4, $6 }' "$OUT/fc.txt")
+check "-f chunk cache hits and misses >= the last sample (${h4:-none} >= $h3, ${m4:-none} >= $m3)" \
+	test "${h4:-0}" -ge "$h3" -a "${m4:-0}" -ge "$m3"
+if need_json "-f --json cache keys"; then
+	{ read -r jh0 jm0 _ _ <<<"$j0"; read -r jh1 jm1 jb1 _ <<<"$j1"; read -r jh2 jm2 _ jr2 <<<"$j2"; }
+	check_eq "-f --json cache_misses: 8 more after the first reads ($j0 -> $j1)" 8 $((jm1 - jm0))
+	check_eq "-f --json cache_hits: none more after the first reads" "$jh0" "$jh1"
+	check_eq "-f --json cache_hits: 8 more after the second reads ($j1 -> $j2)" 8 $((jh2 - jh1))
+	check_eq "-f --json cache_misses: none more after the second reads" "$jm1" "$jm2"
+	check "-f --json cache_bytes holds the 8 chunks ($jb1)" test "$jb1" -ge $((8 * cs))
+	want=$(awk -v h="$jh2" -v m="$jm2" 'BEGIN { printf "%.4f", h / (h + m) }')
+	check_eq "-f --json cache_hit_ratio = hits / (hits + misses)" "$want" "$jr2"
+	check_eq "-f --json cache values = user.csdfs.cache" "$h3 $m3 $b3" "$jh2 $jm2 $(jget "$OUT/cache.json" volumes.0.cache_bytes)"
+fi
+bounded 60 "$STAT" -f --prometheus "$MNT" >"$OUT/fc.prom" 2>&1
+check_grep_i "--prometheus: csdfs_cache_hits_total counter" \
+	"^csdfs_cache_hits_total\{mount=\"[^\"]+\"\} [0-9]+$" "$OUT/fc.prom"
+check_grep_i "--prometheus: csdfs_cache_misses_total counter" \
+	'^# TYPE csdfs_cache_misses_total counter$' "$OUT/fc.prom"
+check_grep_i "--prometheus: csdfs_cache_bytes gauge" '^# TYPE csdfs_cache_bytes gauge$' "$OUT/fc.prom"
+
 # ---------- --watch ----------
 
 log "[$((SECONDS - T_START)) s] --watch"
@@ -510,6 +602,9 @@ if [ -n "$sums" ]; then
 		fail "--watch: app bytes written deltas '$2' < 4 MiB ($sums)"
 	fi
 	check_eq "--watch: samples numbered 1 2 3, no delta in the first" yes "$3"
+	sed -n 2p "$OUT/w.json" >"$OUT/w2.json"
+	check "--watch: delta.cache_hits is a count ($(jget "$OUT/w2.json" volumes.0.delta.cache_hits))" \
+		test "$(jget "$OUT/w2.json" volumes.0.delta.cache_hits)" -ge 0
 else
 	skip_check "--watch delta sums (neither python3 nor jq to read JSON)"
 fi
@@ -518,7 +613,7 @@ check_eq "PATH --watch 0.2 --count 2 exits 0" 0 $?
 check_eq "PATH --watch: two tables with delta columns" 2 "$(grep -c '+LOGICAL' "$OUT/wp.txt")"
 check_grep_i "PATH --watch: second sample shows +0 deltas" "r4m .* \+0 +\+0 +\+0 " "$OUT/wp.txt"
 bounded 60 "$STAT" -f --watch 0.2 --count 2 "$MNT" >"$OUT/wf.txt" 2>&1
-check_grep_i "-f --watch header" '^TIME +LOGICAL +\+LOGICAL +PHYSICAL +\+PHYSICAL +RATIO +FREE +APP-WRITTEN +DEV-WRITTEN +WA +REQ/S +FSYNC/S +SYNC/S +COMMIT/S$' "$OUT/wf.txt"
+check_grep_i "-f --watch header" '^TIME +LOGICAL +\+LOGICAL +PHYSICAL +\+PHYSICAL +RATIO +FREE +APP-WRITTEN +DEV-WRITTEN +WA +REQ/S +FSYNC/S +SYNC/S +COMMIT/S +HIT%$' "$OUT/wf.txt"
 check_eq "-f --watch: header + 2 sample lines" 3 "$(wc -l <"$OUT/wf.txt")"
 "$STAT" -f --watch 30 "$MNT" >"$OUT/wi.txt" 2>&1 &
 wpid=$!

@@ -19,6 +19,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <linux/falloc.h>
 #include <pthread.h>
@@ -851,6 +852,44 @@ START_TEST(test_histogram)
 	ck_assert_msg(strstr(v, "container=") && strstr(v, " data.mdb=") &&
 		      strstr(v, " record=") && strstr(v, " group_commits="), "syncs: '%s'", v);
 	ck_assert_msg(strtoull(strstr(v, "group_commits=") + 14, NULL, 10) >= 1, "syncs: '%s'", v);
+	close_fsck(vol, path);
+	free(buf);
+}
+END_TEST
+
+/*
+ * user.csdfs.cache: a whole chunk written is not cached; a part of it read
+ * decodes the chunk whole and keeps it (a miss), the same part read again
+ * is answered from the cache (a hit).
+ */
+START_TEST(test_cache_attr)
+{
+	const size_t cs = FIXTURE_CHUNK_SIZE;
+	char path[512], v0[128], v1[128], v2[128], part[4096];
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "cacheattr", NULL);
+	uint64_t f = mkfile(vol, ROOT, "c"), hits[3], misses[3], bytes[3];
+	char *buf = malloc(cs);
+	char *const vals[3] = { v0, v1, v2 };
+
+	ck_assert_ptr_nonnull(buf);
+	rng_state = 11;
+	fill(K_HALF, buf, cs);
+	wr(vol, f, buf, cs, 0);
+	ck_assert_int_eq(csdfs_fs_fsync(vol, f), 0);
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			ck_assert_int_eq(csdfs_fs_read(vol, f, part, sizeof(part), 4096),
+					 (int)sizeof(part));
+		ck_assert_int_gt(xget(vol, ROOT, "user.csdfs.cache", vals[i], sizeof(v0)), 0);
+		ck_assert_msg(sscanf(vals[i], "hits=%" SCNu64 " misses=%" SCNu64 " bytes=%" SCNu64,
+				     &hits[i], &misses[i], &bytes[i]) == 3, "cache: '%s'", vals[i]);
+	}
+	ck_assert_msg(!memcmp(part, buf + 4096, sizeof(part)), "cached part differs");
+	ck_assert_msg(misses[1] == misses[0] + 1 && hits[1] == hits[0], "'%s' -> '%s'", v0, v1);
+	ck_assert_msg(hits[2] == hits[1] + 1 && misses[2] == misses[1], "'%s' -> '%s'", v1, v2);
+	ck_assert_uint_ge(bytes[1], bytes[0] + cs);
+	/* Virtual: a file has none. */
+	ck_assert_int_eq(xget(vol, f, "user.csdfs.cache", v0, sizeof(v0)), -ENODATA);
 	close_fsck(vol, path);
 	free(buf);
 }
@@ -3362,6 +3401,7 @@ static Suite *volume_suite(void)
 	tcase_add_test(data, test_compression_accounting);
 	tcase_add_test(data, test_sparse_seek);
 	tcase_add_test(data, test_histogram);
+	tcase_add_test(data, test_cache_attr);
 	tcase_add_test(data, test_read_atime);
 	tcase_add_test(data, test_truncate);
 	tcase_add_test(data, test_fallocate);

@@ -33,14 +33,15 @@ const char *const vfield_attr[NR_VFIELDS] = {
 	"atomic_write_unit", "checksum_errors", "used_logical", "used_physical",
 	"dead_bytes", "compact_bytes_written", "compact_chunks",
 	"requests", "fsync_requests", "syncs_container", "syncs_data_mdb", "syncs_record",
-	"group_commits", "journal_segments",
+	"group_commits", "journal_segments", "cache_hits", "cache_misses", "cache_bytes",
 };
 
 /* Where the fields from V_REQUESTS on come from: attribute and key. */
 static const struct { const char *attr, *key; } vlisted[NR_VFIELDS - V_REQUESTS] = {
 	{ "requests", "total" }, { "requests", "fsync" }, { "syncs", "container" },
 	{ "syncs", "data.mdb" }, { "syncs", "record" }, { "syncs", "group_commits" },
-	{ "syncs", "journal_segments" },
+	{ "syncs", "journal_segments" }, { "cache", "hits" }, { "cache", "misses" },
+	{ "cache", "bytes" },
 };
 
 /* ------------------------------------------------------------------ */
@@ -782,7 +783,7 @@ static char *mount_root(const char *path)
 void sample_volume(struct volume *v)
 {
 	uint64_t logical;
-	char *s;
+	char *s, *cache;
 	int f;
 
 	volume_clear(v);
@@ -811,8 +812,11 @@ void sample_volume(struct volume *v)
 			v->have |= 1u << f;
 	v->requests = attr_str(v->mount, "requests");
 	s = attr_str(v->mount, "syncs");
+	cache = attr_str(v->mount, "cache");
 	for (f = V_REQUESTS; f < NR_VFIELDS; f++) {
-		const char *list = !strcmp(vlisted[f - V_REQUESTS].attr, "requests") ? v->requests : s;
+		const char *attr = vlisted[f - V_REQUESTS].attr;
+		const char *list = !strcmp(attr, "requests") ? v->requests :
+				   !strcmp(attr, "syncs") ? s : cache;
 
 		/* A count missing from the requests list is an opcode not
 		 * seen yet: 0. */
@@ -822,6 +826,7 @@ void sample_volume(struct volume *v)
 			v->have |= 1u << f;
 	}
 	free(s);
+	free(cache);
 	s = attr_str(v->mount, "write_amplification");
 	if (s) {
 		v->have_wa = parse_double(s, &v->wa);

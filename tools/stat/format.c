@@ -141,3 +141,27 @@ bool interval_wa(const struct volume *v, double *wa)
 	*wa = (double)dev / (double)app;
 	return true;
 }
+
+bool cache_hit_ratio(const struct volume *v, bool interval, double *ratio)
+{
+	int64_t dh, dm;
+	double hits, misses;
+
+	if (interval) {
+		/* A remount between two samples restarts the counters: no ratio. */
+		if (!vdelta_get(v, V_CACHE_HITS, &dh) || !vdelta_get(v, V_CACHE_MISSES, &dm) ||
+		    dh < 0 || dm < 0)
+			return false;
+		hits = (double)dh;
+		misses = (double)dm;
+	} else {
+		if (!vhas(v, V_CACHE_HITS) || !vhas(v, V_CACHE_MISSES))
+			return false;
+		hits = (double)v->v[V_CACHE_HITS];
+		misses = (double)v->v[V_CACHE_MISSES];
+	}
+	if (hits + misses <= 0)
+		return false;
+	*ratio = hits / (hits + misses);
+	return true;
+}

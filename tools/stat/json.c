@@ -319,9 +319,9 @@ void print_paths_json(const struct rows *entries, const struct rows *rollups,
 
 static void j_volume(struct json *j, const struct volume *v)
 {
-	double ratio = 0, savings = 0, wa = 0;
+	double ratio = 0, savings = 0, wa = 0, hit = 0;
 	char *copy, *save = NULL, *w;
-	bool inf, hr, hs;
+	bool inf, hr, hs, hc;
 	struct row r;
 	size_t d;
 	int f;
@@ -337,6 +337,8 @@ static void j_volume(struct json *j, const struct volume *v)
 	j_num(j, "ratio", hr, ratio);
 	j_num(j, "savings", hs, savings);
 	j_num(j, "write_amplification", v->have_wa, v->wa);
+	hc = cache_hit_ratio(v, false, &hit);
+	j_num(j, "cache_hit_ratio", hc, hit);
 	j_mix(j, "codec", v->have_mix, &v->mix);
 	j_str(j, "policy", v->policy);
 	j_key(j, "requests_by_opcode");
@@ -383,6 +385,8 @@ static void j_volume(struct json *j, const struct volume *v)
 				j_i64(j, vfield_attr[vdelta_fields[d]], v->have_dv & (1u << d),
 				      v->delta[d]);
 			j_num(j, "write_amplification", interval_wa(v, &wa), wa);
+			hc = cache_hit_ratio(v, true, &hit);
+			j_num(j, "cache_hit_ratio", hc, hit);
 			j_close(j, '}');
 		}
 	}

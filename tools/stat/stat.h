@@ -236,15 +236,19 @@ void sample_paths(char **paths, int npaths, struct rows *entries,
 
 /* Volume fields, read from user.csdfs.<name> of the mount's root; from
  * V_REQUESTS on, from the key=value lists user.csdfs.requests (the daemon's
- * FUSE requests: total, fsync) and user.csdfs.syncs (host syncs per file,
- * group commits) instead. */
+ * FUSE requests: total, fsync), user.csdfs.syncs (host syncs per file,
+ * group commits) and user.csdfs.cache (the decoded-chunk cache's hits,
+ * misses and bytes held) instead. */
 enum vfield { V_CAP_LOGICAL, V_CAP_PHYSICAL, V_LOGICAL, V_PHYSICAL, V_STORED,
 	      V_ZERO, V_FREE_PHYSICAL, V_FILES, V_EXTENTS, V_INCOMPRESSIBLE,
 	      V_APP_WRITTEN, V_DEV_WRITTEN, V_META_BYTES, V_ATOMIC_UNIT,
 	      V_CSUM_ERRORS, V_USED_LOGICAL, V_USED_PHYSICAL,
 	      V_DEAD, V_COMPACT_WRITTEN, V_COMPACT_CHUNKS,
 	      V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD,
-	      V_GROUP_COMMITS, V_JOURNAL_SEGMENTS, NR_VFIELDS };
+	      V_GROUP_COMMITS, V_JOURNAL_SEGMENTS, V_CACHE_HITS, V_CACHE_MISSES,
+	      V_CACHE_BYTES, NR_VFIELDS };
+/* struct volume's have: one bit per field. */
+_Static_assert(NR_VFIELDS <= 32, "struct volume's have holds one bit per vfield");
 
 /* The attribute name (and JSON key) of each vfield. */
 extern const char *const vfield_attr[NR_VFIELDS];
@@ -253,7 +257,7 @@ extern const char *const vfield_attr[NR_VFIELDS];
 static const enum vfield vdelta_fields[] = { V_LOGICAL, V_PHYSICAL, V_STORED, V_ZERO,
 	V_FREE_PHYSICAL, V_APP_WRITTEN, V_DEV_WRITTEN, V_META_BYTES, V_CSUM_ERRORS,
 	V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD, V_GROUP_COMMITS,
-	V_JOURNAL_SEGMENTS };
+	V_JOURNAL_SEGMENTS, V_CACHE_HITS, V_CACHE_MISSES };
 #define NR_VDELTA (sizeof(vdelta_fields) / sizeof(vdelta_fields[0]))
 
 struct volume {
@@ -281,7 +285,7 @@ static inline bool vhas(const struct volume *v, enum vfield f)
 	return v->have & (1u << f);
 }
 
-/* The value of @key in a "key=N key=N" list (user.csdfs.requests, .syncs). */
+/* The value of @key in a "key=N key=N" list (user.csdfs.requests, .syncs, .cache). */
 bool kv_get(const char *s, const char *key, uint64_t *v);
 
 /* Forget @v's sample (keeps arg and mount, which outlive samples). */
@@ -314,6 +318,11 @@ bool vrate_get(const struct volume *v, enum vfield f, double *rate);
 
 /* Write amplification of the last interval: device bytes / application bytes. */
 bool interval_wa(const struct volume *v, double *wa);
+
+/* The chunk cache's hit ratio, hits / (hits + misses): since mount, or with
+ * @interval of the last interval. @return false when unknown or when there
+ * was no lookup (shown as "-"). */
+bool cache_hit_ratio(const struct volume *v, bool interval, double *ratio);
 
 /* A signed size: "+1.5M", "-4096". */
 void fmt_delta(char *buf, size_t len, int64_t d);

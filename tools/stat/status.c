@@ -52,6 +52,26 @@ static void pct_note(char *buf, size_t len, const struct volume *v, enum vfield 
 			 100.0 * (double)v->v[num] / (double)v->v[den], what);
 }
 
+/* "hits 1234, misses 62, hit ratio 95.2%, 1.5M held": the decoded-chunk
+ * cache since mount (a hit ratio of "-" before any lookup). */
+static void page_cache(const struct volume *v)
+{
+	char held[64], ratio[32];
+	double r;
+
+	if (!vhas(v, V_CACHE_HITS) || !vhas(v, V_CACHE_MISSES) || !vhas(v, V_CACHE_BYTES)) {
+		printf("  %-22s -\n", "Chunk cache");
+		return;
+	}
+	fmt_size(held, sizeof(held), v->v[V_CACHE_BYTES]);
+	if (cache_hit_ratio(v, false, &r))
+		snprintf(ratio, sizeof(ratio), "%.1f%%", 100.0 * r);
+	else
+		strcpy(ratio, "-");
+	printf("  %-22s hits %" PRIu64 ", misses %" PRIu64 ", hit ratio %s, %s held\n",
+	       "Chunk cache", v->v[V_CACHE_HITS], v->v[V_CACHE_MISSES], ratio, held);
+}
+
 void print_volume_page(const struct volume *v)
 {
 	char buf[CELL], note[128];
@@ -119,6 +139,7 @@ void print_volume_page(const struct volume *v)
 	page_count(v, "Group commits", V_GROUP_COMMITS, "(LMDB commits made durable since mount)");
 	page_count(v, "Journal segments", V_JOURNAL_SEGMENTS,
 		   "(fsyncs made durable by one container sync)");
+	page_cache(v);
 	printf("  %-22s %s\n", "Warnings",
 	       !v->warnings ? "-" : *v->warnings ? v->warnings : "none");
 	fflush(stdout);
@@ -128,12 +149,14 @@ void print_volume_watch_line(const struct volume *v, bool header, bool show_moun
 {
 	static const char *const head[] = { "TIME", "LOGICAL", "+LOGICAL", "PHYSICAL",
 		"+PHYSICAL", "RATIO", "FREE", "APP-WRITTEN", "DEV-WRITTEN", "WA",
-		"REQ/S", "FSYNC/S", "SYNC/S", "COMMIT/S" };
+		"REQ/S", "FSYNC/S", "SYNC/S", "COMMIT/S", "HIT%" };
 	/* per second: requests, FSYNC requests, container syncs, group commits */
 	static const enum vfield rate_of[] = { V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER,
 		V_GROUP_COMMITS };
+	/* then HIT%: the chunk cache's hit ratio over the interval */
+	enum { NCOLS = sizeof(head) / sizeof(head[0]) };
 	int w = opt.bytes ? 14 : 9;
-	char cells[14][64];
+	char cells[NCOLS][64];
 	struct row r;
 	int64_t d;
 	double wa, rate;
@@ -141,8 +164,8 @@ void print_volume_watch_line(const struct volume *v, bool header, bool show_moun
 
 	if (header) {
 		printf("%-8s", head[0]);
-		for (i = 1; i < 14; i++)
-			printf("  %*s", i == 5 || i == 9 ? 6 : w, head[i]);
+		for (i = 1; i < NCOLS; i++)
+			printf("  %*s", i == 5 || i == 9 || i == NCOLS - 1 ? 6 : w, head[i]);
 		if (show_mount)
 			printf("  MOUNT");
 		printf("\n");
@@ -151,7 +174,7 @@ void print_volume_watch_line(const struct volume *v, bool header, bool show_moun
 		return;
 	volume_as_row(v, &r);
 	fmt_clock(cells[0], sizeof(cells[0]));
-	for (i = 1; i < 14; i++)
+	for (i = 1; i < NCOLS; i++)
 		strcpy(cells[i], "-");
 	for (i = 0; i < 4; i++)
 		if (vrate_get(v, rate_of[i], &rate))
@@ -173,9 +196,11 @@ void print_volume_watch_line(const struct volume *v, bool header, bool show_moun
 		fmt_delta(cells[8], 64, d);
 	if (interval_wa(v, &wa))
 		snprintf(cells[9], 64, "%.2f", wa);
+	if (cache_hit_ratio(v, true, &rate))
+		snprintf(cells[NCOLS - 1], 64, "%.1f", 100.0 * rate);
 	printf("%-8s", cells[0]);
-	for (i = 1; i < 14; i++)
-		printf("  %*s", i == 5 || i == 9 ? 6 : w, cells[i]);
+	for (i = 1; i < NCOLS; i++)
+		printf("  %*s", i == 5 || i == 9 || i == NCOLS - 1 ? 6 : w, cells[i]);
 	if (show_mount)
 		printf("  %s", v->mount);
 	printf("\n");
@@ -242,6 +267,12 @@ static const struct prom_metric prom_metrics[] = {
 	  "Group commits made durable since mount." },
 	{ "csdfs_journal_segments_total", true, V_JOURNAL_SEGMENTS,
 	  "Journal segments written since mount (an fsync made durable with one container sync)." },
+	{ "csdfs_cache_hits_total", true, V_CACHE_HITS,
+	  "Chunk reads the decoded-chunk cache answered since mount." },
+	{ "csdfs_cache_misses_total", true, V_CACHE_MISSES,
+	  "Chunk reads the decoded-chunk cache could not answer since mount." },
+	{ "csdfs_cache_bytes", false, V_CACHE_BYTES,
+	  "Decoded chunk bytes the cache holds." },
 };
 
 /* A label value: backslash, double quote and newline escaped. */
