@@ -222,15 +222,16 @@ void csdfs_cache_set_budget(struct csdfs_cache *c, size_t bytes)
 }
 
 void csdfs_cache_stats(struct csdfs_cache *c, uint64_t *hits, uint64_t *misses,
-		       size_t *bytes)
+		       size_t *bytes, size_t *budget)
 {
 	*hits = *misses = 0;
-	*bytes = 0;
+	*bytes = *budget = 0;
 	for (int i = 0; c && i < SHARDS; i++) {
 		pthread_mutex_lock(&c->s[i].lock);
 		*hits += c->s[i].hits;
 		*misses += c->s[i].misses;
 		*bytes += c->s[i].bytes;
+		*budget += c->s[i].budget;
 		pthread_mutex_unlock(&c->s[i].lock);
 	}
 }

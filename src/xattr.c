@@ -180,16 +180,18 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 	}
 	if (!strcmp(attr, "cache")) {
 		uint64_t hits, misses;
-		size_t bytes;
+		size_t bytes, budget;
 
 		/* Under vol->lock, as fit_cache_locked (commit.c) resizes the
 		 * cache: its shard locks are leaves, taken after vol->lock and
 		 * never holding it. Counts since mount (the cache is the open
-		 * volume's); a disabled cache counts nothing. */
-		csdfs_cache_stats(vol->cache, &hits, &misses, &bytes);
-		return snprintf(buf, len, "hits=%llu misses=%llu bytes=%llu",
+		 * volume's); a disabled cache counts nothing and has a budget
+		 * of 0. The budget is cache_size less what LMDB's mapped pages
+		 * take of it (fit_cache_locked). */
+		csdfs_cache_stats(vol->cache, &hits, &misses, &bytes, &budget);
+		return snprintf(buf, len, "hits=%llu misses=%llu bytes=%llu budget=%llu",
 				(unsigned long long)hits, (unsigned long long)misses,
-				(unsigned long long)bytes);
+				(unsigned long long)bytes, (unsigned long long)budget);
 	}
 	if (!strcmp(attr, "checksum_errors"))
 		return snprintf(buf, len, "%llu", (unsigned long long)c->csum_errors);

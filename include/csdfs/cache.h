@@ -38,8 +38,9 @@ void csdfs_cache_put(struct csdfs_cache *c, const struct csdfs_cache_key *key,
  * once). No effect on a cache created disabled. */
 void csdfs_cache_set_budget(struct csdfs_cache *c, size_t bytes);
 
-/* Counters for the status page. */
+/* Counters for the status page: lookups answered and not since creation,
+ * decoded bytes held, and the bound in effect (0: disabled). */
 void csdfs_cache_stats(struct csdfs_cache *c, uint64_t *hits, uint64_t *misses,
-		       size_t *bytes);
+		       size_t *bytes, size_t *budget);
 
 #endif

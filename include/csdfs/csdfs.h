@@ -7,6 +7,9 @@
  * Threads: every csdfs_fs_* function may be called from any thread,
  * concurrently. Lock order inside the library (written once, here):
  *   inode io_lock  ->  chunk stripe locks  ->  csdfs_vol.lock
+ * Leaves, which may be taken under any of these and never hold another:
+ * the inode table's lock (inode.c) and the chunk cache's shard locks
+ * (cache.c; under csdfs_vol.lock when the cache is resized or counted).
  * csdfs_vol.lock guards the LMDB group transaction, the allocator, the
  * volume counters and the commit state; it is never held across container
  * data I/O except during a group commit's fdatasync.

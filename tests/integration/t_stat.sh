@@ -509,8 +509,12 @@ read_parts() {
 }
 : >"$OUT/cache-attrs"
 cache_sample >/dev/null
-check_grep_i "user.csdfs.cache: hits=N misses=N bytes=N" '^hits=[0-9]+ misses=[0-9]+ bytes=[0-9]+$' \
-	"$OUT/cache-attrs"
+check_grep_i "user.csdfs.cache: hits=N misses=N bytes=N budget=N" \
+	'^hits=[0-9]+ misses=[0-9]+ bytes=[0-9]+ budget=[0-9]+$' "$OUT/cache-attrs"
+budget=$(count_of "$(head -n 1 "$OUT/cache-attrs")" budget)
+# the default cache_size (64M) less LMDB's share, which is at most 3/4 of it
+check "user.csdfs.cache budget within the default cache_size (${budget:-none})" \
+	test "${budget:-0}" -ge $((16 << 20)) -a "${budget:-0}" -le $((64 << 20))
 touch "$T/cached"
 cs=$(xv "$T/cached" user.csdfs.chunk_size)
 yes 'csdfs chunk cache: the same line over and over' |
@@ -542,7 +546,7 @@ check "user.csdfs.cache is not listed" bash -c "! grep -q 'cache' '$OUT/root-lis
 bounded 60 "$STAT" -f "$MNT" >"$OUT/fc.txt" 2>&1
 log "$(grep '^  Chunk cache' "$OUT/fc.txt")"
 check_grep_i "-f shows the chunk cache line" \
-	'^  Chunk cache +hits [0-9]+, misses [0-9]+, hit ratio ([0-9]+\.[0-9]%|-), [0-9.]+[KMGTPE]? held$' \
+	'^  Chunk cache +hits [0-9]+, misses [0-9]+, hit ratio ([0-9]+\.[0-9]%|-), [0-9.]+[KMGTPE]? held of [0-9.]+[KMGTPE]?$' \
 	"$OUT/fc.txt"
 read -r h4 m4 < <(awk '/^  Chunk cache / { gsub(",", ""); print $4, $6 }' "$OUT/fc.txt")
 check "-f chunk cache hits and misses >= the last sample (${h4:-none} >= $h3, ${m4:-none} >= $m3)" \
@@ -554,6 +558,9 @@ if need_json "-f --json cache keys"; then
 	check_eq "-f --json cache_hits: 8 more after the second reads ($j1 -> $j2)" 8 $((jh2 - jh1))
 	check_eq "-f --json cache_misses: none more after the second reads" "$jm1" "$jm2"
 	check "-f --json cache_bytes holds the 8 chunks ($jb1)" test "$jb1" -ge $((8 * cs))
+	jbud=$(jget "$OUT/cache.json" volumes.0.cache_budget)
+	check "-f --json cache_budget >= cache_bytes, within 64M (${jbud:-none})" \
+		test "${jbud:-0}" -ge "$b3" -a "${jbud:-0}" -le $((64 << 20))
 	want=$(awk -v h="$jh2" -v m="$jm2" 'BEGIN { printf "%.4f", h / (h + m) }')
 	check_eq "-f --json cache_hit_ratio = hits / (hits + misses)" "$want" "$jr2"
 	check_eq "-f --json cache values = user.csdfs.cache" "$h3 $m3 $b3" "$jh2 $jm2 $(jget "$OUT/cache.json" volumes.0.cache_bytes)"
@@ -564,6 +571,8 @@ check_grep_i "--prometheus: csdfs_cache_hits_total counter" \
 check_grep_i "--prometheus: csdfs_cache_misses_total counter" \
 	'^# TYPE csdfs_cache_misses_total counter$' "$OUT/fc.prom"
 check_grep_i "--prometheus: csdfs_cache_bytes gauge" '^# TYPE csdfs_cache_bytes gauge$' "$OUT/fc.prom"
+check_grep_i "--prometheus: csdfs_cache_budget_bytes gauge" \
+	"^csdfs_cache_budget_bytes\{mount=\"[^\"]+\"\} [1-9][0-9]*$" "$OUT/fc.prom"
 
 # ---------- --watch ----------
 
@@ -694,6 +703,19 @@ done
 "$STAT" --help >"$OUT/help.txt" 2>&1
 check_eq "--help exits 0" 0 $?
 check_grep_i "--help shows usage" '^usage: csdfs-stat' "$OUT/help.txt"
+
+# ---------- a mount without a chunk cache ----------
+
+# -o cache_size=0: nothing is kept, nothing counted, and -f names the state
+# (the counter-check is the default mount's line above, which has numbers)
+if remount -o cache_size=0; then
+	check "direct part-chunk reads with cache_size=0" read_parts
+	check_eq "user.csdfs.cache with cache_size=0" "hits=0 misses=0 bytes=0 budget=0" \
+		"$(xv "$MNT" user.csdfs.cache)"
+	bounded 60 "$STAT" -f "$MNT" >"$OUT/fc0.txt" 2>&1
+	check_eq "-f says the chunk cache is off" "  Chunk cache            off (mounted with cache_size=0)" \
+		"$(grep '^  Chunk cache' "$OUT/fc0.txt")"
+fi
 
 umount_vol
 fsck_clean "after csdfs-stat tests"

@@ -56,14 +56,14 @@ START_TEST(test_budget_lru)
 	struct csdfs_cache *c = csdfs_cache_new(budget);
 	char buf[CS];
 	uint64_t hits, misses;
-	size_t bytes;
+	size_t bytes, cap;
 
 	memset(buf, 7, sizeof(buf));
 	for (uint64_t i = 0; i < 5000; i++) {
 		struct csdfs_cache_key k = { 1, i, i * 4096, (uint32_t)i };
 
 		csdfs_cache_put(c, &k, buf, CS, CS);
-		csdfs_cache_stats(c, &hits, &misses, &bytes);
+		csdfs_cache_stats(c, &hits, &misses, &bytes, &cap);
 		ck_assert_uint_le(bytes, budget);
 	}
 	/* The most recent entry is there; the oldest are gone. */
@@ -89,7 +89,7 @@ START_TEST(test_full_recycles)
 	struct csdfs_cache *c = csdfs_cache_new(budget);
 	char in[CS], out[CS];
 	uint64_t hits, misses;
-	size_t bytes, found = 0;
+	size_t bytes, cap, found = 0;
 
 	for (uint64_t i = 0; i < 3000; i++) {
 		struct csdfs_cache_key k = { 3, i, i * 4096, (uint32_t)(i * 7) };
@@ -98,7 +98,7 @@ START_TEST(test_full_recycles)
 
 		memset(in, (int)(i % 251) + 1, used);
 		csdfs_cache_put(c, &k, in, used, len);
-		csdfs_cache_stats(c, &hits, &misses, &bytes);
+		csdfs_cache_stats(c, &hits, &misses, &bytes, &cap);
 		ck_assert_uint_le(bytes, budget);
 	}
 	for (uint64_t i = 0; i < 3000; i++) {
@@ -125,7 +125,7 @@ START_TEST(test_set_budget)
 	struct csdfs_cache *c = csdfs_cache_new(budget);
 	char buf[CS];
 	uint64_t hits, misses;
-	size_t bytes;
+	size_t bytes, cap;
 
 	memset(buf, 9, sizeof(buf));
 	for (uint64_t i = 0; i < 2000; i++) {
@@ -133,12 +133,14 @@ START_TEST(test_set_budget)
 
 		csdfs_cache_put(c, &k, buf, CS, CS);
 	}
-	csdfs_cache_stats(c, &hits, &misses, &bytes);
+	csdfs_cache_stats(c, &hits, &misses, &bytes, &cap);
 	ck_assert_uint_gt(bytes, budget / 2);
+	ck_assert_uint_eq(cap, budget);
 	/* Shrinking evicts at once, oldest first, and bounds later puts. */
 	csdfs_cache_set_budget(c, budget / 4);
-	csdfs_cache_stats(c, &hits, &misses, &bytes);
+	csdfs_cache_stats(c, &hits, &misses, &bytes, &cap);
 	ck_assert_uint_le(bytes, budget / 4);
+	ck_assert_uint_eq(cap, budget / 4);
 	{
 		struct csdfs_cache_key last = { 2, 1999, 1999 * 4096, 1999 };
 		struct csdfs_cache_key first = { 2, 0, 0, 0 };
@@ -150,7 +152,7 @@ START_TEST(test_set_budget)
 		struct csdfs_cache_key k = { 2, i, i * 4096, (uint32_t)i };
 
 		csdfs_cache_put(c, &k, buf, CS, CS);
-		csdfs_cache_stats(c, &hits, &misses, &bytes);
+		csdfs_cache_stats(c, &hits, &misses, &bytes, &cap);
 		ck_assert_uint_le(bytes, budget / 4);
 	}
 	/* Growing again lets it fill up to the new bound. */
@@ -160,7 +162,7 @@ START_TEST(test_set_budget)
 
 		csdfs_cache_put(c, &k, buf, CS, CS);
 	}
-	csdfs_cache_stats(c, &hits, &misses, &bytes);
+	csdfs_cache_stats(c, &hits, &misses, &bytes, &cap);
 	ck_assert_uint_gt(bytes, budget / 2);
 	ck_assert_uint_le(bytes, budget);
 	csdfs_cache_free(c);
@@ -172,10 +174,18 @@ START_TEST(test_disabled)
 	struct csdfs_cache *c = csdfs_cache_new(0);
 	struct csdfs_cache_key k = { 1, 1, 1, 1 };
 	char buf[CS] = { 1 };
+	uint64_t hits, misses;
+	size_t bytes, cap;
 
 	ck_assert_ptr_nonnull(c);
 	csdfs_cache_put(c, &k, buf, CS, CS);
 	ck_assert_int_eq(csdfs_cache_get(c, &k, buf, CS), -ENOENT);
+	/* Disabled stays disabled, and says so with a budget of 0. */
+	csdfs_cache_set_budget(c, 1u << 20);
+	csdfs_cache_put(c, &k, buf, CS, CS);
+	ck_assert_int_eq(csdfs_cache_get(c, &k, buf, CS), -ENOENT);
+	csdfs_cache_stats(c, &hits, &misses, &bytes, &cap);
+	ck_assert_uint_eq(hits + misses + bytes + cap, 0);
 	csdfs_cache_free(c);
 	ck_assert_int_eq(csdfs_cache_get(NULL, &k, buf, CS), -ENOENT);
 }

@@ -860,14 +860,17 @@ END_TEST
 /*
  * user.csdfs.cache: a whole chunk written is not cached; a part of it read
  * decodes the chunk whole and keeps it (a miss), the same part read again
- * is answered from the cache (a hit).
+ * is answered from the cache (a hit). The budget is the mount's cache_size
+ * less LMDB's share; a volume mounted without a cache reports 0.
  */
 START_TEST(test_cache_attr)
 {
 	const size_t cs = FIXTURE_CHUNK_SIZE;
+	const struct csdfs_mount_opts mo = { .cache_size = 8u << 20 };
+	const struct csdfs_mount_opts off = { .no_cache = true };
 	char path[512], v0[128], v1[128], v2[128], part[4096];
-	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "cacheattr", NULL);
-	uint64_t f = mkfile(vol, ROOT, "c"), hits[3], misses[3], bytes[3];
+	struct csdfs_vol *vol = fixture_vol_new(path, sizeof(path), "cacheattr", &mo);
+	uint64_t f = mkfile(vol, ROOT, "c"), hits[3], misses[3], bytes[3], budget[3];
 	char *buf = malloc(cs);
 	char *const vals[3] = { v0, v1, v2 };
 
@@ -881,8 +884,11 @@ START_TEST(test_cache_attr)
 			ck_assert_int_eq(csdfs_fs_read(vol, f, part, sizeof(part), 4096),
 					 (int)sizeof(part));
 		ck_assert_int_gt(xget(vol, ROOT, "user.csdfs.cache", vals[i], sizeof(v0)), 0);
-		ck_assert_msg(sscanf(vals[i], "hits=%" SCNu64 " misses=%" SCNu64 " bytes=%" SCNu64,
-				     &hits[i], &misses[i], &bytes[i]) == 3, "cache: '%s'", vals[i]);
+		ck_assert_msg(sscanf(vals[i], "hits=%" SCNu64 " misses=%" SCNu64 " bytes=%" SCNu64
+				     " budget=%" SCNu64, &hits[i], &misses[i], &bytes[i],
+				     &budget[i]) == 4, "cache: '%s'", vals[i]);
+		ck_assert_msg(budget[i] > 0 && budget[i] <= mo.cache_size &&
+			      bytes[i] <= budget[i], "cache: '%s'", vals[i]);
 	}
 	ck_assert_msg(!memcmp(part, buf + 4096, sizeof(part)), "cached part differs");
 	ck_assert_msg(misses[1] == misses[0] + 1 && hits[1] == hits[0], "'%s' -> '%s'", v0, v1);
@@ -890,6 +896,14 @@ START_TEST(test_cache_attr)
 	ck_assert_uint_ge(bytes[1], bytes[0] + cs);
 	/* Virtual: a file has none. */
 	ck_assert_int_eq(xget(vol, f, "user.csdfs.cache", v0, sizeof(v0)), -ENODATA);
+	close_fsck(vol, path);
+
+	vol = fixture_vol_new(path, sizeof(path), "cacheoff", &off);
+	f = mkfile(vol, ROOT, "c");
+	wr(vol, f, buf, cs, 0);
+	ck_assert_int_eq(csdfs_fs_read(vol, f, part, sizeof(part), 4096), (int)sizeof(part));
+	ck_assert_int_gt(xget(vol, ROOT, "user.csdfs.cache", v0, sizeof(v0)), 0);
+	ck_assert_str_eq(v0, "hits=0 misses=0 bytes=0 budget=0");
 	close_fsck(vol, path);
 	free(buf);
 }

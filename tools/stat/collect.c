@@ -34,6 +34,7 @@ const char *const vfield_attr[NR_VFIELDS] = {
 	"dead_bytes", "compact_bytes_written", "compact_chunks",
 	"requests", "fsync_requests", "syncs_container", "syncs_data_mdb", "syncs_record",
 	"group_commits", "journal_segments", "cache_hits", "cache_misses", "cache_bytes",
+	"cache_budget",
 };
 
 /* Where the fields from V_REQUESTS on come from: attribute and key. */
@@ -41,7 +42,7 @@ static const struct { const char *attr, *key; } vlisted[NR_VFIELDS - V_REQUESTS]
 	{ "requests", "total" }, { "requests", "fsync" }, { "syncs", "container" },
 	{ "syncs", "data.mdb" }, { "syncs", "record" }, { "syncs", "group_commits" },
 	{ "syncs", "journal_segments" }, { "cache", "hits" }, { "cache", "misses" },
-	{ "cache", "bytes" },
+	{ "cache", "bytes" }, { "cache", "budget" },
 };
 
 /* ------------------------------------------------------------------ */

@@ -238,7 +238,7 @@ void sample_paths(char **paths, int npaths, struct rows *entries,
  * V_REQUESTS on, from the key=value lists user.csdfs.requests (the daemon's
  * FUSE requests: total, fsync), user.csdfs.syncs (host syncs per file,
  * group commits) and user.csdfs.cache (the decoded-chunk cache's hits,
- * misses and bytes held) instead. */
+ * misses, bytes held and budget, 0 when the mount has no cache) instead. */
 enum vfield { V_CAP_LOGICAL, V_CAP_PHYSICAL, V_LOGICAL, V_PHYSICAL, V_STORED,
 	      V_ZERO, V_FREE_PHYSICAL, V_FILES, V_EXTENTS, V_INCOMPRESSIBLE,
 	      V_APP_WRITTEN, V_DEV_WRITTEN, V_META_BYTES, V_ATOMIC_UNIT,
@@ -246,7 +246,7 @@ enum vfield { V_CAP_LOGICAL, V_CAP_PHYSICAL, V_LOGICAL, V_PHYSICAL, V_STORED,
 	      V_DEAD, V_COMPACT_WRITTEN, V_COMPACT_CHUNKS,
 	      V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD,
 	      V_GROUP_COMMITS, V_JOURNAL_SEGMENTS, V_CACHE_HITS, V_CACHE_MISSES,
-	      V_CACHE_BYTES, NR_VFIELDS };
+	      V_CACHE_BYTES, V_CACHE_BUDGET, NR_VFIELDS };
 /* struct volume's have: one bit per field. */
 _Static_assert(NR_VFIELDS <= 32, "struct volume's have holds one bit per vfield");
 

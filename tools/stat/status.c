@@ -52,24 +52,35 @@ static void pct_note(char *buf, size_t len, const struct volume *v, enum vfield 
 			 100.0 * (double)v->v[num] / (double)v->v[den], what);
 }
 
-/* "hits 1234, misses 62, hit ratio 95.2%, 1.5M held": the decoded-chunk
- * cache since mount (a hit ratio of "-" before any lookup). */
+/* "hits 1234, misses 62, hit ratio 95.2%, 1.5M held of 48M": the
+ * decoded-chunk cache since mount (a hit ratio of "-" before any lookup;
+ * "off" for a mount without one). A daemon older than the budget field
+ * gets the line without "of". */
 static void page_cache(const struct volume *v)
 {
-	char held[64], ratio[32];
+	char held[64], budget[64], ratio[32];
 	double r;
 
 	if (!vhas(v, V_CACHE_HITS) || !vhas(v, V_CACHE_MISSES) || !vhas(v, V_CACHE_BYTES)) {
 		printf("  %-22s -\n", "Chunk cache");
 		return;
 	}
+	if (vhas(v, V_CACHE_BUDGET) && !v->v[V_CACHE_BUDGET]) {
+		printf("  %-22s off (mounted with cache_size=0)\n", "Chunk cache");
+		return;
+	}
 	fmt_size(held, sizeof(held), v->v[V_CACHE_BYTES]);
+	budget[0] = '\0';
+	if (vhas(v, V_CACHE_BUDGET)) {
+		strcpy(budget, " of ");
+		fmt_size(budget + 4, sizeof(budget) - 4, v->v[V_CACHE_BUDGET]);
+	}
 	if (cache_hit_ratio(v, false, &r))
 		snprintf(ratio, sizeof(ratio), "%.1f%%", 100.0 * r);
 	else
 		strcpy(ratio, "-");
-	printf("  %-22s hits %" PRIu64 ", misses %" PRIu64 ", hit ratio %s, %s held\n",
-	       "Chunk cache", v->v[V_CACHE_HITS], v->v[V_CACHE_MISSES], ratio, held);
+	printf("  %-22s hits %" PRIu64 ", misses %" PRIu64 ", hit ratio %s, %s held%s\n",
+	       "Chunk cache", v->v[V_CACHE_HITS], v->v[V_CACHE_MISSES], ratio, held, budget);
 }
 
 void print_volume_page(const struct volume *v)
@@ -273,6 +284,8 @@ static const struct prom_metric prom_metrics[] = {
 	  "Chunk reads the decoded-chunk cache could not answer since mount." },
 	{ "csdfs_cache_bytes", false, V_CACHE_BYTES,
 	  "Decoded chunk bytes the cache holds." },
+	{ "csdfs_cache_budget_bytes", false, V_CACHE_BUDGET,
+	  "Decoded chunk bytes the cache may hold now (cache_size less the metadata's share; 0: no cache)." },
 };
 
 /* A label value: backslash, double quote and newline escaped. */
