@@ -131,7 +131,7 @@ void csdfs_bufpool_put(void *buf, size_t size)
 		small_put(buf);
 		return;
 	}
-	if (size >= CSDFS_BUFPOOL_MIN && size <= CSDFS_BUFPOOL_SIZE) {
+	if (size <= CSDFS_BUFPOOL_SIZE) {
 		pthread_mutex_lock(&pool_lock);
 		if (idle_count < CSDFS_BUFPOOL_IDLE_MAX) {
 			b->next = idle_list;
