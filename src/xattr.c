@@ -123,6 +123,17 @@ static int policy_get(struct csdfs_op *op, uint64_t ino,
 			chunk, ssrc);
 }
 
+/* Free blocks a whole uncompressed chunk can still be written to, beyond
+ * the reserve (vol->lock held): what df's Avail is made from. Fewer than
+ * the free blocks when freed chunks left runs too short for a chunk, as
+ * small appends do, each rewriting the file's last chunk out of place. */
+static uint64_t usable_blocks(struct csdfs_vol *vol)
+{
+	uint64_t usable = csdfs_alloc_usable(&vol->alloc);
+
+	return usable > vol->alloc.reserve ? usable - vol->alloc.reserve : 0;
+}
+
 static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 		      size_t len)
 {
@@ -137,6 +148,9 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 		return snprintf(buf, len, "%llu", (unsigned long long)(data * CSDFS_BLOCK_SIZE));
 	if (!strcmp(attr, "free_physical"))
 		return snprintf(buf, len, "%llu", (unsigned long long)(freeb * CSDFS_BLOCK_SIZE));
+	if (!strcmp(attr, "free_usable"))
+		return snprintf(buf, len, "%llu",
+				(unsigned long long)(usable_blocks(vol) * CSDFS_BLOCK_SIZE));
 	if (!strcmp(attr, "used_physical"))
 		return snprintf(buf, len, "%llu",
 				(unsigned long long)(c->used_blocks * CSDFS_BLOCK_SIZE));
@@ -199,7 +213,10 @@ static int status_get(struct csdfs_op *op, const char *attr, char *buf,
 		const char *w[3];
 		int n = 0, used = 0;
 
-		if (freeb * 10 < data)
+		/* Less than a tenth of the data area left for writes: counted
+		 * as df counts it, not in free blocks, some of which may be
+		 * in runs no chunk fits. */
+		if (usable_blocks(vol) * 10 < data)
 			w[n++] = "low-space";
 		if (c->csum_errors)
 			w[n++] = "checksum-errors";

@@ -20,6 +20,11 @@
 #   -o nopunch it does not.
 # - Tools and xattrs: cp -a, tar --xattrs and rsync -X (if installed) out of
 #   and into csdfs succeed silently, copy user.mine and never user.csdfs.*.
+# - Small appends (6000-byte dd requests) of incompressible data until
+#   ENOSPC on a 64 MiB lz4 volume: the bytes read back, free_usable is under
+#   a tenth of the data area and the low-space warning is on although
+#   free_physical may count more free blocks (in runs too short for a
+#   chunk); deleting the file clears the warning; fsck clean.
 . "$(dirname "$0")/lib.sh"
 
 CSDFS_STAT=$(abspath "${CSDFS_STAT:-$REPO_ROOT/build/csdfs-stat}")
@@ -529,4 +534,53 @@ fi
 
 umount_vol
 fsck_clean "multiplier 2, at the end"
+
+# ====================================================================
+# 5. small appends of incompressible data: free space in short runs
+# ====================================================================
+# Each 6000-byte append rewrites the file's last chunk out of place; the
+# versions it frees leave runs of a block or two between stored chunks, too
+# short for a whole uncompressed chunk. The volume fills with free space
+# left: user.csdfs.free_usable (what df's Avail is made from) and the
+# low-space warning must say so, not free_physical's count of free blocks.
+log "$(elapsed) small appends of incompressible data until ENOSPC"
+VOL=$WORK/vol5
+mkfs_vol --size 64M --codec lz4
+mount_vol || finish
+u0=$(xv "$MNT" user.csdfs.free_usable)
+w0=$(xv "$MNT" user.csdfs.warnings)
+CAP5=$(xv "$MNT" user.csdfs.capacity_physical)
+check "free_usable on the empty volume is most of it ($u0 of $CAP5)" \
+	test "${u0:-0}" -ge $((CAP5 * 9 / 10))
+# counter-check for the warning below: not there while the volume is empty
+check "no low-space warning on the empty volume ('$w0')" test "${w0#*low-space}" = "$w0"
+head -c $((80 * MiB)) /dev/urandom >"$WORK/appends"
+bounded 120 dd if="$WORK/appends" of="$MNT/log" bs=6000 status=none 2>"$WORK/appends.err"
+check_grep_i "6000-byte appends end with ENOSPC" 'No space left on device' "$WORK/appends.err"
+n5=$(stat -c %s "$MNT/log")
+check "the appended bytes read back equal ($n5 bytes)" cmp -n "$n5" "$WORK/appends" "$MNT/log"
+f5=$(xv "$MNT" user.csdfs.free_physical)
+u5=$(xv "$MNT" user.csdfs.free_usable)
+a5=$(avail_bytes)
+log "full after $n5 bytes of appends: free_physical $f5, free_usable $u5, df avail $a5 of $CAP5"
+check "free_usable on the full volume is under a tenth ($u5 of $CAP5)" \
+	test "${u5:-$CAP5}" -lt $((CAP5 / 10))
+check "free_usable <= free_physical ($u5 <= $f5)" test "${u5:-1}" -le "${f5:-0}"
+w=$(warnings_wait yes)
+case $w in
+*low-space*) pass "root user.csdfs.warnings after the appends: '$w'" ;;
+*) fail "root user.csdfs.warnings after the appends: '$w' (no low-space; free_physical $f5, free_usable $u5)" ;;
+esac
+if [ -x "$CSDFS_STAT" ]; then
+	"$CSDFS_STAT" -f --bytes "$MNT" >"$WORK/stat-f5.out" 2>&1
+	check_grep_i "csdfs-stat -f shows free_usable" "^  Free for whole chunks +$u5 " "$WORK/stat-f5.out"
+fi
+rm -f "$MNT/log"
+w=$(warnings_wait no)
+case $w in
+*low-space*) fail "user.csdfs.warnings after deleting the appended file: '$w' (still low-space)" ;;
+*) pass "user.csdfs.warnings after deleting the appended file: '$w'" ;;
+esac
+umount_vol
+fsck_clean "after small appends until ENOSPC"
 finish

@@ -31,7 +31,7 @@ const char *const vfield_attr[NR_VFIELDS] = {
 	"zero", "free_physical", "files", "extents", "incompressible",
 	"app_bytes_written", "dev_bytes_written", "meta_bytes",
 	"atomic_write_unit", "checksum_errors", "used_logical", "used_physical",
-	"dead_bytes", "compact_bytes_written", "compact_chunks",
+	"dead_bytes", "compact_bytes_written", "compact_chunks", "free_usable",
 	"requests", "fsync_requests", "syncs_container", "syncs_data_mdb", "syncs_record",
 	"group_commits", "journal_segments", "cache_hits", "cache_misses", "cache_bytes",
 	"cache_budget",

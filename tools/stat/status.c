@@ -52,6 +52,31 @@ static void pct_note(char *buf, size_t len, const struct volume *v, enum vfield 
 			 100.0 * (double)v->v[num] / (double)v->v[den], what);
 }
 
+/* "Free for whole chunks  9.5M  (14.8% of physical capacity)": free space
+ * a whole uncompressed chunk can still be written to, beyond the reserve
+ * (df's Avail is made from it). When free runs too short for a chunk hold
+ * a share of the free space, the note says how much instead, since that
+ * explains ENOSPC with free space left. */
+static void free_usable_line(const struct volume *v)
+{
+	char note[128];
+
+	pct_note(note, sizeof(note), v, V_FREE_USABLE, V_CAP_PHYSICAL, "physical capacity");
+	if (vhas(v, V_FREE_USABLE) && vhas(v, V_FREE_PHYSICAL) &&
+	    v->v[V_FREE_PHYSICAL] > v->v[V_FREE_USABLE]) {
+		uint64_t gap = v->v[V_FREE_PHYSICAL] - v->v[V_FREE_USABLE];
+		char size[64];
+
+		/* the reserve alone (0.5 %, at least 256 KiB) is no news */
+		if (gap * 50 > v->v[V_FREE_PHYSICAL] && gap > (1u << 20)) {
+			fmt_size(size, sizeof(size), gap);
+			snprintf(note, sizeof(note), "(%s free in runs too short for a chunk, or reserved)",
+				 size);
+		}
+	}
+	page_size(v, "Free for whole chunks", V_FREE_USABLE, note);
+}
+
 /* "hits 1234, misses 62, hit ratio 95.2%, 1.5M held of 48M": the
  * decoded-chunk cache since mount (a hit ratio of "-" before any lookup;
  * "off" for a mount without one). A daemon older than the budget field
@@ -103,6 +128,7 @@ void print_volume_page(const struct volume *v)
 	page_size(v, "Stored (byte-exact)", V_STORED, "(compressed bytes before 4 KiB rounding)");
 	pct_note(note, sizeof(note), v, V_FREE_PHYSICAL, V_CAP_PHYSICAL, "physical capacity");
 	page_size(v, "Free physical space", V_FREE_PHYSICAL, note);
+	free_usable_line(v);
 	fmt_ratio(buf, sizeof(buf), &r);
 	page_line("Compression ratio", buf, "(logical / physical)");
 	fmt_savings(buf, sizeof(buf), &r);
@@ -239,6 +265,8 @@ static const struct prom_metric prom_metrics[] = {
 	  "Container blocks in use." },
 	{ "csdfs_free_physical_bytes", false, V_FREE_PHYSICAL,
 	  "Container blocks free." },
+	{ "csdfs_free_usable_bytes", false, V_FREE_USABLE,
+	  "Free container bytes a whole uncompressed chunk can still be written to, beyond the reserve." },
 	{ "csdfs_logical_bytes", false, V_LOGICAL,
 	  "Logical size of the regular files (du --apparent-size)." },
 	{ "csdfs_physical_bytes", false, V_PHYSICAL,
