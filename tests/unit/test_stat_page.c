@@ -57,7 +57,7 @@ static void sample(struct volume *v)
 	v->v[V_CACHE_HITS] = 5;
 	v->v[V_CACHE_MISSES] = 15;
 	v->v[V_CACHE_BYTES] = 3u << 19;        /* 1.5M */
-	v->have = 1u << V_CACHE_HITS | 1u << V_CACHE_MISSES | 1u << V_CACHE_BYTES;
+	v->have = vbit(V_CACHE_HITS) | vbit(V_CACHE_MISSES) | vbit(V_CACHE_BYTES);
 }
 
 static void expect_line(const struct volume *v, const char *rest)
@@ -76,7 +76,7 @@ START_TEST(test_cache_line_budget)
 
 	sample(&v);
 	v.v[V_CACHE_BUDGET] = 123u << 19;    /* 61.5M */
-	v.have |= 1u << V_CACHE_BUDGET;
+	v.have |= vbit(V_CACHE_BUDGET);
 	expect_line(&v, "hits 5, misses 15, hit ratio 25.0%, 1.5M held of 61.5M");
 }
 END_TEST
@@ -103,7 +103,7 @@ START_TEST(test_cache_line_absent)
 	v.have = 0;
 	expect_line(&v, "-");
 	sample(&v);
-	v.have &= ~(1u << V_CACHE_BYTES);
+	v.have &= ~vbit(V_CACHE_BYTES);
 	expect_line(&v, "-");
 }
 END_TEST
@@ -116,7 +116,7 @@ START_TEST(test_cache_line_off)
 	sample(&v);
 	v.v[V_CACHE_HITS] = v.v[V_CACHE_MISSES] = v.v[V_CACHE_BYTES] = 0;
 	v.v[V_CACHE_BUDGET] = 0;
-	v.have |= 1u << V_CACHE_BUDGET;
+	v.have |= vbit(V_CACHE_BUDGET);
 	expect_line(&v, "off (mounted with cache_size=0)");
 }
 END_TEST

@@ -807,10 +807,10 @@ void sample_volume(struct volume *v)
 		return;
 	v->ok = true;
 	v->v[V_LOGICAL] = logical;
-	v->have = 1u << V_LOGICAL;
+	v->have = vbit(V_LOGICAL);
 	for (f = 0; f < V_REQUESTS; f++)
 		if (f != V_LOGICAL && attr_u64(v->mount, vfield_attr[f], &v->v[f]))
-			v->have |= 1u << f;
+			v->have |= vbit(f);
 	v->requests = attr_str(v->mount, "requests");
 	s = attr_str(v->mount, "syncs");
 	cache = attr_str(v->mount, "cache");
@@ -824,7 +824,7 @@ void sample_volume(struct volume *v)
 		v->v[f] = 0;
 		if (list && (kv_get(list, vlisted[f - V_REQUESTS].key, &v->v[f]) ||
 			     list == v->requests))
-			v->have |= 1u << f;
+			v->have |= vbit(f);
 	}
 	free(s);
 	free(cache);

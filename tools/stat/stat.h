@@ -247,8 +247,8 @@ enum vfield { V_CAP_LOGICAL, V_CAP_PHYSICAL, V_LOGICAL, V_PHYSICAL, V_STORED,
 	      V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD,
 	      V_GROUP_COMMITS, V_JOURNAL_SEGMENTS, V_CACHE_HITS, V_CACHE_MISSES,
 	      V_CACHE_BYTES, V_CACHE_BUDGET, NR_VFIELDS };
-/* struct volume's have: one bit per field. */
-_Static_assert(NR_VFIELDS <= 32, "struct volume's have holds one bit per vfield");
+/* struct volume's have: one bit per field (vbit). */
+_Static_assert(NR_VFIELDS <= 64, "struct volume's have holds one bit per vfield");
 
 /* The attribute name (and JSON key) of each vfield. */
 extern const char *const vfield_attr[NR_VFIELDS];
@@ -259,13 +259,14 @@ static const enum vfield vdelta_fields[] = { V_LOGICAL, V_PHYSICAL, V_STORED, V_
 	V_REQUESTS, V_REQ_FSYNC, V_SYNC_CONTAINER, V_SYNC_DATA, V_SYNC_RECORD, V_GROUP_COMMITS,
 	V_JOURNAL_SEGMENTS, V_CACHE_HITS, V_CACHE_MISSES };
 #define NR_VDELTA (sizeof(vdelta_fields) / sizeof(vdelta_fields[0]))
+_Static_assert(NR_VDELTA <= 32, "struct volume's have_dv holds one bit per delta");
 
 struct volume {
 	char *arg;           /* the PATH as given */
 	char *mount;         /* the root found from it */
 	bool ok;             /* sampled (the root answered user.csdfs.logical) */
 	uint64_t v[NR_VFIELDS];
-	unsigned have;
+	uint64_t have;       /* vbit(f) when v[f] is known */
 	double wa;           /* user.csdfs.write_amplification */
 	bool have_wa;
 	char *warnings;      /* NULL = attribute absent */
@@ -280,9 +281,14 @@ struct volume {
 	unsigned have_dv;
 };
 
+static inline uint64_t vbit(enum vfield f)
+{
+	return (uint64_t)1 << f;
+}
+
 static inline bool vhas(const struct volume *v, enum vfield f)
 {
-	return v->have & (1u << f);
+	return v->have & vbit(f);
 }
 
 /* The value of @key in a "key=N key=N" list (user.csdfs.requests, .syncs, .cache). */

@@ -80,7 +80,7 @@ static void rows_snapshot(struct rows *dst, const struct rows *entries,
 /* --watch bookkeeping for volumes                                    */
 
 /* Set @v's deltas against the previous sample's fields @prev (known per @prev_have). */
-static void vdelta(struct volume *v, const uint64_t *prev, unsigned prev_have)
+static void vdelta(struct volume *v, const uint64_t *prev, uint64_t prev_have)
 {
 	size_t i;
 
@@ -88,7 +88,7 @@ static void vdelta(struct volume *v, const uint64_t *prev, unsigned prev_have)
 	for (i = 0; i < NR_VDELTA; i++) {
 		enum vfield f = vdelta_fields[i];
 
-		if (vhas(v, f) && (prev_have & (1u << f))) {
+		if (vhas(v, f) && (prev_have & vbit(f))) {
 			v->delta[i] = (int64_t)(v->v[f] - prev[f]);
 			v->have_dv |= 1u << i;
 		}
@@ -202,7 +202,7 @@ void run_volumes(char **paths, int npaths)
 {
 	struct volume *vols = xcalloc((size_t)npaths, sizeof(*vols));
 	uint64_t (*prev)[NR_VFIELDS] = xcalloc((size_t)npaths, sizeof(*prev));
-	unsigned *prev_have = xcalloc((size_t)npaths, sizeof(*prev_have));
+	uint64_t *prev_have = xcalloc((size_t)npaths, sizeof(*prev_have));
 	double start = now_mono(), last = start, t;
 	long sample = 0;
 	int i;
