@@ -67,7 +67,9 @@ static void free_usable_line(const struct volume *v)
 		uint64_t gap = v->v[V_FREE_PHYSICAL] - v->v[V_FREE_USABLE];
 		char size[64];
 
-		/* the reserve alone (0.5 %, at least 256 KiB) is no news */
+		/* Under 1 MiB, or under 2 % of the free space, the gap is
+		 * the reserve (0.5 % of the data area, 256 KiB to 64 MiB)
+		 * and the head's unused rest: no news. */
 		if (gap * 50 > v->v[V_FREE_PHYSICAL] && gap > (1u << 20)) {
 			fmt_size(size, sizeof(size), gap);
 			snprintf(note, sizeof(note), "(%s free in runs too short for a chunk, or reserved)",
