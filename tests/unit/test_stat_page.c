@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * csdfs-stat's status page (-f) and interval figures, from samples made by
- * hand: the paths a live mount of today's daemon does not reach. The chunk
- * cache line of a daemon that reports its budget, of one older than the
+ * hand: the paths a live mount of today's daemon does not reach, or only
+ * on a full volume. The free space a whole chunk fits in, with and without
+ * a share in runs too short for one. The chunk cache line of a daemon that reports its budget, of one older than the
  * budget field, of one without user.csdfs.cache at all, and of a mount
  * without a cache; and the interval hit ratio across a remount, which
  * restarts the daemon's counters. Built from tools/stat's sources: no
@@ -20,9 +21,9 @@
 /* main.c's, which this test replaces. */
 struct opts opt;
 
-/* The "Chunk cache" line print_volume_page writes for @v, without "\n"
+/* The line print_volume_page writes for @v under @label, without "\n"
  * (malloc'd; NULL if there is none). */
-static char *cache_line(const struct volume *v)
+static char *page_line_of(const struct volume *v, const char *label)
 {
 	FILE *tmp = tmpfile();
 	char line[512], *found = NULL;
@@ -39,7 +40,8 @@ static char *cache_line(const struct volume *v)
 	close(saved);
 	rewind(tmp);
 	while (!found && fgets(line, sizeof(line), tmp)) {
-		if (strncmp(line, "  Chunk cache ", 14))
+		if (strncmp(line, "  ", 2) || strncmp(line + 2, label, strlen(label)) ||
+		    line[2 + strlen(label)] != ' ')
 			continue;
 		line[strcspn(line, "\n")] = '\0';
 		found = strdup(line);
@@ -62,7 +64,7 @@ static void sample(struct volume *v)
 
 static void expect_line(const struct volume *v, const char *rest)
 {
-	char want[256], *got = cache_line(v);
+	char want[256], *got = page_line_of(v, "Chunk cache");
 
 	snprintf(want, sizeof(want), "  %-22s %s", "Chunk cache", rest);
 	ck_assert_ptr_nonnull(got);
@@ -121,6 +123,44 @@ START_TEST(test_cache_line_off)
 }
 END_TEST
 
+/* The page's line @label: value right-aligned in 12 columns, then the note
+ * if there is one. */
+static void expect_page_line(const struct volume *v, const char *label,
+			     const char *value, const char *note)
+{
+	char want[256], *got = page_line_of(v, label);
+
+	snprintf(want, sizeof(want), "  %-22s %12s%s%s", label, value, *note ? "   " : "", note);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_str_eq(got, want);
+	free(got);
+}
+
+/* Free space in runs too short for a chunk is named when it is news, and
+ * the line keeps its share of the capacity otherwise. */
+START_TEST(test_free_usable_line)
+{
+	const char *label = "Free for whole chunks";
+	struct volume v;
+
+	memset(&v, 0, sizeof(v));
+	v.arg = v.mount = "/mnt/csdfs";
+	v.ok = true;
+	v.v[V_CAP_PHYSICAL] = 64u << 20;
+	v.v[V_FREE_PHYSICAL] = 97u << 17;       /* 12.1M */
+	v.v[V_FREE_USABLE] = 0;
+	v.have = vbit(V_CAP_PHYSICAL) | vbit(V_FREE_PHYSICAL) | vbit(V_FREE_USABLE);
+	expect_page_line(&v, label, "0", "(12.1M free in runs too short for a chunk, or reserved)");
+	/* a roomy volume: the gap is the reserve, no news */
+	v.v[V_FREE_PHYSICAL] = 60u << 20;
+	v.v[V_FREE_USABLE] = (60u << 20) - (256u << 10);
+	expect_page_line(&v, label, "59.8M", "(93.4% of physical capacity)");
+	/* a daemon older than the field */
+	v.have &= ~vbit(V_FREE_USABLE);
+	expect_page_line(&v, label, "-", "");
+}
+END_TEST
+
 /* Set the interval delta of @f in @v. */
 static void set_delta(struct volume *v, enum vfield f, int64_t d)
 {
@@ -176,6 +216,9 @@ static Suite *stat_page_suite(void)
 	tcase_add_test(tc, test_cache_line_absent);
 	tcase_add_test(tc, test_cache_line_off);
 	tcase_add_test(tc, test_interval_hit_ratio);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("space");
+	tcase_add_test(tc, test_free_usable_line);
 	suite_add_tcase(s, tc);
 	return s;
 }
