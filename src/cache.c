@@ -221,6 +221,11 @@ void csdfs_cache_set_budget(struct csdfs_cache *c, size_t bytes)
 	}
 }
 
+size_t csdfs_cache_min_bytes(size_t len)
+{
+	return len * SHARDS;
+}
+
 void csdfs_cache_stats(struct csdfs_cache *c, uint64_t *hits, uint64_t *misses,
 		       size_t *bytes, size_t *budget)
 {

@@ -243,6 +243,14 @@ int csdfs_vol_open(const char *path, const struct csdfs_mount_opts *opts,
 			 path);
 		goto out_free;
 	}
+	/* A cache too small for one chunk per shard counts misses and keeps
+	 * nothing; LMDB's mapped pages may take up to three quarters of
+	 * cache_size from it (fit_cache_locked). Say so once, at mount: the
+	 * chunk size is the volume's. */
+	if (vol->cache_size && vol->cache_size / 4 < csdfs_cache_min_bytes(vol->sb.chunk_size))
+		csdfs_log(LOG_WARNING, "cache_size %llu bytes is too small for %u-byte chunks: the chunk cache may keep nothing once the metadata takes its share; use at least %llu, or 0 to turn the cache off",
+			  (unsigned long long)vol->cache_size, vol->sb.chunk_size,
+			  (unsigned long long)csdfs_cache_min_bytes(vol->sb.chunk_size) * 4);
 	if (!(vol->sb.incompat & CSDFS_FEATURE_INCOMPAT_SYNCED)) {
 		/* Before the metadata layer commits the way an older csdfs
 		 * would misread (format.h), make that csdfs refuse the volume. */

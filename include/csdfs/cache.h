@@ -38,6 +38,10 @@ void csdfs_cache_put(struct csdfs_cache *c, const struct csdfs_cache_key *key,
  * once). No effect on a cache created disabled. */
 void csdfs_cache_set_budget(struct csdfs_cache *c, size_t bytes);
 
+/* The smallest cache (csdfs_cache_new's @bytes) that can keep an entry of
+ * @len bytes: each of its shards holds an equal share of the bytes. */
+size_t csdfs_cache_min_bytes(size_t len);
+
 /* Counters for the status page: lookups answered and not since creation,
  * decoded bytes held, and the bound in effect (0: disabled). */
 void csdfs_cache_stats(struct csdfs_cache *c, uint64_t *hits, uint64_t *misses,

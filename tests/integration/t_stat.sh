@@ -716,6 +716,15 @@ if remount -o cache_size=0; then
 	check_eq "-f says the chunk cache is off" "  Chunk cache            off (mounted with cache_size=0)" \
 		"$(grep '^  Chunk cache' "$OUT/fc0.txt")"
 fi
+# A cache too small to keep a chunk once the metadata takes its share is
+# named in one line at mount; the mounts above (default, 0) named nothing.
+check "no cache_size warning from the default and cache_size=0 mounts" \
+	bash -c "! grep -q 'cache_size .* is too small' '$WORK/daemon.log'"
+if remount -o cache_size=100K; then
+	check_grep_i "cache_size=100K: one line at mount names it" \
+		"cache_size 102400 bytes is too small for $cs-byte chunks: .* use at least $((cs * 64)), or 0" \
+		"$WORK/daemon.log"
+fi
 
 umount_vol
 fsck_clean "after csdfs-stat tests"

@@ -191,6 +191,24 @@ START_TEST(test_disabled)
 }
 END_TEST
 
+/* csdfs_cache_min_bytes is exact: one byte less and an entry of that size
+ * is never kept. */
+START_TEST(test_min_bytes)
+{
+	struct csdfs_cache_key k = { 1, 1, 4096, 9 };
+	char buf[CS] = { 5 };
+
+	for (int smaller = 0; smaller < 2; smaller++) {
+		struct csdfs_cache *c = csdfs_cache_new(csdfs_cache_min_bytes(CS) - smaller);
+
+		ck_assert_ptr_nonnull(c);
+		csdfs_cache_put(c, &k, buf, CS, CS);
+		ck_assert_int_eq(csdfs_cache_get(c, &k, buf, CS), smaller ? -ENOENT : 0);
+		csdfs_cache_free(c);
+	}
+}
+END_TEST
+
 struct counts {
 	int *hits;
 	size_t n;
@@ -266,6 +284,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_full_recycles);
 	tcase_add_test(tc, test_set_budget);
 	tcase_add_test(tc, test_disabled);
+	tcase_add_test(tc, test_min_bytes);
 	tcase_add_test(tc, test_pool);
 	suite_add_tcase(s, tc);
 	return s;
